@@ -1,0 +1,56 @@
+"""Settings read once, at command start, from the environment (never at import time)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+DEFAULT_OPTUNA_STORAGE = "sqlite:///optuna.db"
+TARGETS = ("power", "itl")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where data, runs and studies live.
+
+    Attributes:
+        data_dir: folder holding ``gpus.csv``, ``llms.csv`` and ``measurements/``.
+        tracking_uri: MLflow tracking URI.
+        optuna_storage: default Optuna storage URL.
+    """
+
+    data_dir: Path = field(default_factory=lambda: Path("data"))
+    tracking_uri: str = DEFAULT_TRACKING_URI
+    optuna_storage: str = DEFAULT_OPTUNA_STORAGE
+
+    @property
+    def gpus_csv(self) -> Path:
+        """The GPU catalogue."""
+        return self.data_dir / "gpus.csv"
+
+    @property
+    def llms_csv(self) -> Path:
+        """The LLM catalogue."""
+        return self.data_dir / "llms.csv"
+
+    @property
+    def measurements_dir(self) -> Path:
+        """The default measurement files."""
+        return self.data_dir / "measurements"
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    """Build the settings from environment variables.
+
+    ``WATTGPU_DATA_DIR`` (default ``./data``), ``MLFLOW_TRACKING_URI`` (default an SQLite file
+    ``mlflow.db`` in the working directory) and ``WATTGPU_OPTUNA_STORAGE`` (default
+    ``sqlite:///optuna.db``).
+    """
+    env = os.environ if environ is None else environ
+    return Settings(
+        data_dir=Path(env.get("WATTGPU_DATA_DIR", "data")),
+        tracking_uri=env.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI,
+        optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or DEFAULT_OPTUNA_STORAGE,
+    )

@@ -1,0 +1,153 @@
+"""The GPU and LLM catalogues, and name resolution through their aliases.
+
+Names are compared after normalisation (lower case; letters, digits and dots only), so
+"NVIDIA A100-SXM4-40GB", "nvidia a100 sxm4 40gb" and "NVIDIA_A100_SXM4_40GB" are one name, while
+the dot keeps "opt-1.3b" and "opt-13b" apart.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from wattgpu.errors import DataError, UnknownNameError
+
+GPU_NUMERIC_COLUMNS = (
+    "release_year",
+    "memory_gb",
+    "memory_bandwidth_gb_s",
+    "fp16_tensor_tflops",
+    "fp32_tflops",
+    "tdp_w",
+    "base_clock_mhz",
+    "boost_clock_mhz",
+    "sm_count",
+    "l2_cache_mb",
+    "transistors_m",
+    "process_nm",
+)
+GPU_TEXT_COLUMNS = ("vendor", "architecture", "form_factor", "memory_type")
+GPU_COLUMNS = ("gpu", "aliases", *GPU_TEXT_COLUMNS, *GPU_NUMERIC_COLUMNS)
+
+LLM_NUMERIC_COLUMNS = (
+    "params_b",
+    "active_params_b",
+    "num_layers",
+    "num_kv_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+)
+LLM_TEXT_COLUMNS = ("family", "arch", "dtype")
+LLM_COLUMNS = ("model", "aliases", *LLM_TEXT_COLUMNS, *LLM_NUMERIC_COLUMNS)
+
+
+def normalise_name(name: str) -> str:
+    """Return the comparison key of a GPU or model name: lower case; letters, digits and dots."""
+    return re.sub(r"[^a-z0-9.]", "", str(name).lower())
+
+
+def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame:
+    if not Path(path).is_file():
+        raise DataError(f"{table} file not found: {path} (expected a CSV with columns {', '.join(required)})")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"{table} file {path} is not a readable CSV: {exc}") from None
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise DataError(f"{table} file {path} lacks column(s) {', '.join(missing)}")
+    return frame
+
+
+def _alias_index(frame: pd.DataFrame, key: str, table: str) -> dict[str, str]:
+    """Map every normalised name and alias to its canonical name, refusing ambiguity."""
+    index: dict[str, str] = {}
+    for canonical, aliases in zip(frame[key], frame["aliases"].fillna(""), strict=True):
+        names = [canonical, *[a for a in str(aliases).split("|") if a.strip()]]
+        for name in names:
+            norm = normalise_name(name)
+            if norm in index and index[norm] != canonical:
+                raise DataError(
+                    f"{table}: name {name!r} is ambiguous, it names both "
+                    f"{index[norm]!r} and {canonical!r}"
+                )
+            index[norm] = canonical
+    return index
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Both catalogues with their alias indexes.
+
+    Attributes:
+        gpus: one row per GPU, indexed by canonical name.
+        llms: one row per LLM, indexed by Hugging Face id.
+    """
+
+    gpus: pd.DataFrame
+    llms: pd.DataFrame
+
+    @classmethod
+    def from_frames(cls, gpus: pd.DataFrame, llms: pd.DataFrame) -> Catalog:
+        """Build a catalogue from the two tables (columns as in ``data/*.csv``)."""
+        gpus = gpus.copy()
+        llms = llms.copy()
+        for frame, key, table in ((gpus, "gpu", "gpus"), (llms, "model", "llms")):
+            dupes = frame[key][frame[key].duplicated()].tolist()
+            if dupes:
+                raise DataError(f"{table}: duplicate {key} {dupes[0]!r}; each must be unique")
+        if "num_kv_layers" not in llms.columns:
+            llms["num_kv_layers"] = llms["num_layers"]
+        catalog = cls(gpus.set_index("gpu", drop=False), llms.set_index("model", drop=False))
+        object.__setattr__(catalog, "_gpu_index", _alias_index(gpus, "gpu", "gpus"))
+        object.__setattr__(catalog, "_llm_index", _alias_index(llms, "model", "llms"))
+        return catalog
+
+    @classmethod
+    def load(cls, gpus_csv: Path, llms_csv: Path) -> Catalog:
+        """Read ``gpus.csv`` and ``llms.csv``."""
+        gpus = _read_csv(gpus_csv, GPU_COLUMNS, "GPU catalogue")
+        llms = _read_csv(llms_csv, tuple(c for c in LLM_COLUMNS if c != "num_kv_layers"), "LLM catalogue")
+        return cls.from_frames(gpus, llms)
+
+    def find_gpu(self, name: str) -> str | None:
+        """Return the canonical GPU name for ``name`` or ``None``."""
+        return self._gpu_index.get(normalise_name(name))  # type: ignore[attr-defined]
+
+    def find_llm(self, name: str) -> str | None:
+        """Return the canonical LLM id for ``name`` or ``None``."""
+        return self._llm_index.get(normalise_name(name))  # type: ignore[attr-defined]
+
+    def resolve_gpu(self, name: str) -> str:
+        """Return the canonical GPU name, or raise ``UnknownNameError`` with close matches."""
+        found = self.find_gpu(name)
+        if found is None:
+            raise UnknownNameError("GPU", name, self._suggest(name, self.gpus))
+        return found
+
+    def resolve_llm(self, name: str) -> str:
+        """Return the canonical LLM id, or raise ``UnknownNameError`` with close matches."""
+        found = self.find_llm(name)
+        if found is None:
+            raise UnknownNameError("LLM", name, self._suggest(name, self.llms))
+        return found
+
+    @staticmethod
+    def _suggest(name: str, table: pd.DataFrame, n: int = 3) -> list[str]:
+        candidates = {str(c): str(c) for c in table.index}
+        for canonical, aliases in zip(table.index, table["aliases"].fillna(""), strict=True):
+            for alias in str(aliases).split("|"):
+                if alias.strip():
+                    candidates[alias.strip()] = str(canonical)
+        lowered = {k.lower(): v for k, v in candidates.items()}
+        matches = difflib.get_close_matches(str(name).lower(), list(lowered), n=n * 3, cutoff=0.5)
+        return list(dict.fromkeys(lowered[m] for m in matches))[:n]

@@ -1,0 +1,124 @@
+"""Reading measurement files into one table in the project's measurement schema."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from wattgpu.data.catalog import Catalog
+from wattgpu.errors import DataError
+
+REQUIRED_COLUMNS = ("gpu", "model", "scenario", "mean_power_w", "itl_s")
+OPTIONAL_COLUMNS = (
+    "request_rate_rps",
+    "batch_size",
+    "input_tokens",
+    "output_tokens",
+    "engine",
+    "dtype",
+    "num_gpus",
+    "ttft_s",
+    "throughput_tok_s",
+    "energy_per_token_j",
+    "source",
+    "measured_at",
+)
+SCENARIOS = ("offline", "server")
+NUMERIC_COLUMNS = (
+    "request_rate_rps",
+    "batch_size",
+    "input_tokens",
+    "output_tokens",
+    "num_gpus",
+    "mean_power_w",
+    "itl_s",
+    "ttft_s",
+    "throughput_tok_s",
+    "energy_per_token_j",
+)
+
+
+def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
+    """Turn files and folders into the sorted list of CSV files they name.
+
+    Raises:
+        DataError: a path does not exist, or a folder holds no CSV file.
+    """
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(path.glob("*.csv"))
+            if not found:
+                raise DataError(f"measurement folder {path} holds no *.csv file")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise DataError(f"measurement file not found: {path} (give a CSV file or a folder of them)")
+    return files
+
+
+def read_measurements(paths: Iterable[Path | str]) -> pd.DataFrame:
+    """Read and concatenate measurement CSVs, adding missing optional columns as blanks.
+
+    Each row keeps the file it came from in ``data_file``. Numeric columns that hold text
+    raise a ``DataError`` naming the file, column and first bad value.
+    """
+    frames = []
+    for path in expand_paths(paths):
+        try:
+            frame = pd.read_csv(path, low_memory=False)
+        except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+            raise DataError(f"measurement file {path} is not a readable CSV: {exc}") from None
+        missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+        if missing:
+            raise DataError(
+                f"measurement file {path} lacks column(s) {', '.join(missing)} "
+                f"(required: {', '.join(REQUIRED_COLUMNS)})"
+            )
+        for column in OPTIONAL_COLUMNS:
+            if column not in frame.columns:
+                frame[column] = pd.NA
+        for column in NUMERIC_COLUMNS:
+            converted = pd.to_numeric(frame[column], errors="coerce")
+            bad = frame[column].notna() & converted.isna()
+            if bad.any():
+                value = frame.loc[bad, column].iloc[0]
+                raise DataError(
+                    f"measurement file {path}: column {column} must be numeric, got {value!r} "
+                    f"(row {int(bad.idxmax()) + 2})"
+                )
+            frame[column] = converted.astype(float)
+        frame["data_file"] = str(path)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def resolve_names(frame: pd.DataFrame, catalog: Catalog) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Replace GPU and model names by their canonical catalogue names.
+
+    Returns:
+        The rows that resolved (canonical names in ``gpu``/``model``, the originals in
+        ``gpu_as_written``/``model_as_written``), and the rows that did not.
+    """
+    out = frame.copy()
+    out["gpu_as_written"] = out["gpu"]
+    out["model_as_written"] = out["model"]
+    gpu_map = {name: catalog.find_gpu(name) for name in out["gpu"].dropna().unique()}
+    llm_map = {name: catalog.find_llm(name) for name in out["model"].dropna().unique()}
+    out["gpu"] = out["gpu"].map(gpu_map)
+    out["model"] = out["model"].map(llm_map)
+    unresolved = out["gpu"].isna() | out["model"].isna()
+    return out[~unresolved].reset_index(drop=True), frame[unresolved.to_numpy()]
+
+
+def data_hash(paths: Iterable[Path | str]) -> str:
+    """SHA-256 over the bytes of the given files, in order (the data version of a run)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()

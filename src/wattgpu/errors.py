@@ -1,0 +1,40 @@
+"""The project's error hierarchy.
+
+Every error a user can cause is a ``WattgpuError``: the CLI prints its message as one line and
+exits non-zero; the model server answers it with HTTP 400. Messages name the field or file, say
+what is allowed, and end with the bad value.
+"""
+
+
+class WattgpuError(Exception):
+    """Base class of every error WattGPU raises on purpose."""
+
+
+class ConfigError(WattgpuError):
+    """A setting, option or storage URL is wrong."""
+
+
+class DataError(WattgpuError):
+    """A data file is missing, unreadable or has the wrong shape."""
+
+
+class UnknownNameError(DataError):
+    """A GPU or LLM name resolves to nothing in the catalogue."""
+
+    def __init__(self, kind: str, name: str, suggestions: list[str]) -> None:
+        hint = f"; closest: {', '.join(suggestions)}" if suggestions else ""
+        super().__init__(
+            f"{kind} {name!r} is not in the catalogue (give a catalogue name or alias, "
+            f"or describe it by its spec columns){hint}"
+        )
+        self.kind = kind
+        self.name = name
+        self.suggestions = suggestions
+
+
+class ValidationFailed(DataError):
+    """Great Expectations found data that breaks an expectation."""
+
+
+class ModelNotFound(WattgpuError):
+    """A run, model or model version that was asked for does not exist."""

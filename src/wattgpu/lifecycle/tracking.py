@@ -1,0 +1,164 @@
+"""MLflow tracking: experiments, parent and nested runs, artifacts — one of the two MLflow importers."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.entities import RunStatus
+from mlflow.tracking import MlflowClient
+
+from wattgpu.errors import ConfigError, ModelNotFound
+
+EXPERIMENTS = {"power": "wattgpu-power", "itl": "wattgpu-itl"}
+EVALUATION_CSV = "evaluation/evaluation.csv"
+
+
+def configure(tracking_uri: str) -> None:
+    """Point MLflow at ``tracking_uri`` and keep it from writing telemetry under ``~/.config``."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    mlflow.set_tracking_uri(tracking_uri)
+
+
+def experiment_id(target: str) -> str:
+    """The id of the target's experiment, created on first use."""
+    name = EXPERIMENTS[target]
+    try:
+        found = mlflow.get_experiment_by_name(name)
+        return found.experiment_id if found else mlflow.create_experiment(name)
+    except mlflow.exceptions.MlflowException as exc:
+        raise ConfigError(f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}") from None
+
+
+@contextmanager
+def parent_run(target: str, run_name: str, tags: dict[str, str]) -> Iterator[str]:
+    """Start the job's parent run in the target's experiment; yields its run id.
+
+    The run ends FAILED when the block raises, FINISHED otherwise.
+    """
+    with mlflow.start_run(experiment_id=experiment_id(target), run_name=run_name, tags=tags) as run:
+        yield run.info.run_id
+
+
+def log_trial(number: int, params: dict[str, Any], metrics: dict[str, float]) -> None:
+    """Log one Optuna trial as a run nested in the active parent run."""
+    with mlflow.start_run(run_name=f"trial-{number:03d}", nested=True):
+        mlflow.log_params(params)
+        mlflow.log_metrics({k: v for k, v in metrics.items() if pd.notna(v)})
+        mlflow.set_tag("optuna.trial", str(number))
+
+
+def log_params(params: dict[str, Any]) -> None:
+    """Log parameters of the active run (values cut to MLflow's length limit)."""
+    mlflow.log_params({k: str(v)[:6000] for k, v in params.items()})
+
+
+def log_metrics(metrics: dict[str, float]) -> None:
+    """Log the finite metrics of the active run."""
+    mlflow.log_metrics({k: float(v) for k, v in metrics.items() if pd.notna(v)})
+
+
+def set_tags(tags: dict[str, str]) -> None:
+    """Tag the active run."""
+    mlflow.set_tags(tags)
+
+
+def log_text(text: str, artifact_file: str) -> None:
+    """Store text as an artifact of the active run."""
+    mlflow.log_text(text, artifact_file)
+
+
+def log_frame(frame: pd.DataFrame, artifact_file: str) -> None:
+    """Store a DataFrame as a CSV artifact of the active run."""
+    mlflow.log_text(frame.to_csv(index=False), artifact_file)
+
+
+def log_dict(data: dict[str, Any], artifact_file: str) -> None:
+    """Store a dict as a JSON artifact of the active run."""
+    mlflow.log_dict(data, artifact_file)
+
+
+def log_figure(figure: Any, artifact_file: str) -> None:
+    """Store a matplotlib figure as an image artifact of the active run."""
+    mlflow.log_figure(figure, artifact_file)
+
+
+def log_directory(path: Path, artifact_path: str) -> None:
+    """Store a folder (e.g. Data Docs) as artifacts of the active run."""
+    mlflow.log_artifacts(str(path), artifact_path)
+
+
+def log_catboost_model(model: Any, input_example: pd.DataFrame) -> str:
+    """Log the fitted CatBoost model with a signature and an input example; return its URI."""
+    from mlflow.models import infer_signature
+
+    signature = infer_signature(input_example, model.predict(input_example))
+    info = mlflow.catboost.log_model(model, name="model", signature=signature, input_example=input_example)
+    return info.model_uri
+
+
+def tag_run(run_id: str, tags: dict[str, str]) -> None:
+    """Tag a run that is not the active one (e.g. the run ``mlflow run`` opened for us)."""
+    client = MlflowClient()
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
+def latest_parent_run(target: str) -> str:
+    """The id of the newest finished parent (tuning) run of ``target``."""
+    runs = mlflow.search_runs(
+        experiment_ids=[experiment_id(target)],
+        filter_string="tags.`wattgpu.kind` = 'tuning' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+        output_format="list",
+    )
+    if not runs:
+        raise ModelNotFound(f"no finished tuning run for target {target!r}; run `wattgpu tune --target {target}` first")
+    return runs[0].info.run_id
+
+
+def get_run(run_id: str) -> Any:
+    """The run with ``run_id``, or ``ModelNotFound``."""
+    try:
+        return MlflowClient().get_run(run_id)
+    except mlflow.exceptions.MlflowException:
+        raise ModelNotFound(f"run {run_id!r} does not exist in {mlflow.get_tracking_uri()}") from None
+
+
+def load_evaluation(run_id: str) -> pd.DataFrame:
+    """The evaluation table logged by a tuning run."""
+    get_run(run_id)
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=EVALUATION_CSV, dst_path=folder)
+        except (mlflow.exceptions.MlflowException, OSError):
+            raise ModelNotFound(f"run {run_id!r} has no evaluation table ({EVALUATION_CSV})") from None
+        return pd.read_csv(path)
+
+
+def child_runs(run_id: str) -> list[Any]:
+    """The runs nested in ``run_id``."""
+    run = get_run(run_id)
+    return mlflow.search_runs(
+        experiment_ids=[run.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'",
+        output_format="list",
+    )
+
+
+def end_failed() -> None:
+    """Mark the active run as failed (used when validation stops a job)."""
+    mlflow.end_run(status=RunStatus.to_string(RunStatus.FAILED))
+
+
+def dumps(data: Any) -> str:
+    """JSON text for tags and params."""
+    return json.dumps(data, sort_keys=True, default=str)

@@ -1,0 +1,121 @@
+"""Optuna studies over CatBoost hyperparameters — the only module that imports Optuna.
+
+The objective is the leave-one-GPU-out MdAPE: the error on GPUs the model never saw, which is
+what WattGPU is for. Studies live in any SQLAlchemy storage and resume where they stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from wattgpu.errors import ConfigError
+from wattgpu.modeling.evaluation import out_of_fold, score
+from wattgpu.modeling.metrics import mdape
+
+TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
+
+
+def search_space(trial: optuna.Trial) -> dict[str, Any]:
+    """The CatBoost hyperparameters a trial draws."""
+    return {
+        "iterations": trial.suggest_int("iterations", 100, 600, step=50),
+        "depth": trial.suggest_int("depth", 4, 8),
+        "learning_rate": trial.suggest_float("learning_rate", 0.02, 0.3, log=True),
+        "l2_leaf_reg": trial.suggest_float("l2_leaf_reg", 0.5, 30.0, log=True),
+        "random_strength": trial.suggest_float("random_strength", 0.1, 10.0, log=True),
+    }
+
+
+def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
+    """Create the study, or load it when it exists (how a crashed or finished study resumes).
+
+    Raises:
+        ConfigError: the storage URL cannot be opened.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return optuna.create_study(
+            study_name=study_name,
+            storage=storage,
+            load_if_exists=True,
+            direction="minimize",
+            sampler=optuna.samplers.TPESampler(seed=seed),
+        )
+    except Exception as exc:  # SQLAlchemy, driver and URL errors come in many types
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(
+            f"cannot open Optuna storage {storage!r} (expected an SQLAlchemy URL such as "
+            f"sqlite:///optuna.db or postgresql+psycopg2://user@host/db): {reason}"
+        ) from None
+
+
+def completed_trials(study: optuna.Study) -> int:
+    """Number of trials that finished with a value."""
+    return sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+
+
+def make_objective(
+    target: str, frame: pd.DataFrame, seed: int, split: str, log_trial: TrialLogger | None
+) -> Callable[[optuna.Trial], float]:
+    """The objective: overall MdAPE of out-of-fold predictions on ``split``."""
+
+    def objective(trial: optuna.Trial) -> float:
+        params = search_space(trial)
+        oof = out_of_fold(target, frame, split, params, seed=seed)
+        value = mdape(oof["true"], oof["pred"])
+        if not np.isfinite(value):
+            raise optuna.TrialPruned(f"objective is not finite: {value}")
+        metrics = {f"{split}_mdape": value}
+        for record in score(oof, "catboost", target, split):
+            prefix = f"{split}_{record['scenario']}"
+            metrics.update({f"{prefix}_{k}": float(record[k]) for k in ("mdape", "pearson_r", "gpu_tau", "llm_tau")})
+        if log_trial is not None:
+            log_trial(trial.number, params, metrics)
+        return value
+
+    return objective
+
+
+def run_study(
+    target: str,
+    frame: pd.DataFrame,
+    *,
+    trials: int,
+    timeout: float | None,
+    storage: str,
+    study_name: str,
+    seed: int = 0,
+    split: str = "LOGO",
+    log_trial: TrialLogger | None = None,
+    on_trial_done: Callable[[], None] | None = None,
+) -> optuna.Study:
+    """Run the study until it holds ``trials`` completed trials (or ``timeout`` seconds pass).
+
+    ``trials`` is a total: a study resumed from its storage only runs the trials still missing.
+    """
+    if trials < 1:
+        raise ConfigError(f"trials must be at least 1; got {trials}")
+    study = open_study(storage, study_name, seed)
+    remaining = trials - completed_trials(study)
+    if remaining > 0:
+        callbacks = [lambda _study, _trial: on_trial_done()] if on_trial_done else []
+        study.optimize(
+            make_objective(target, frame, seed, split, log_trial),
+            n_trials=remaining,
+            timeout=timeout,
+            callbacks=callbacks,
+            catch=(),
+        )
+    if completed_trials(study) == 0:
+        raise ConfigError(f"study {study_name!r} finished no trial (timeout {timeout}s too short?)")
+    return study
+
+
+def best_params(study: optuna.Study) -> dict[str, Any]:
+    """The best completed trial's hyperparameters."""
+    return dict(study.best_trial.params)

@@ -1,0 +1,43 @@
+"""CatBoost regressors on the feature matrix — fit and predict, nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from catboost import CatBoostRegressor, Pool
+
+from wattgpu.modeling.features import CATEGORICAL_FEATURES, feature_matrix
+from wattgpu.modeling.targets import decode, encode
+
+DEFAULT_PARAMS: dict[str, Any] = {
+    "iterations": 300,
+    "depth": 6,
+    "learning_rate": 0.1,
+    "l2_leaf_reg": 3.0,
+}
+
+
+def _pool(frame: pd.DataFrame, label: pd.Series | None = None) -> Pool:
+    return Pool(feature_matrix(frame), label=label, cat_features=list(CATEGORICAL_FEATURES))
+
+
+def fit(target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0) -> CatBoostRegressor:
+    """Fit a CatBoost regressor for ``target`` on rows with features and measurements."""
+    settings = {**DEFAULT_PARAMS, **(params or {})}
+    model = CatBoostRegressor(
+        **settings,
+        loss_function="RMSE",
+        random_seed=seed,
+        allow_writing_files=False,
+        verbose=False,
+        thread_count=-1,
+    )
+    model.fit(_pool(frame, encode(target, frame)))
+    return model
+
+
+def predict(target: str, model: CatBoostRegressor, frame: pd.DataFrame) -> np.ndarray:
+    """Predict ``target`` in SI units (W, or s per token) for rows with features."""
+    return decode(target, frame, model.predict(_pool(frame)))

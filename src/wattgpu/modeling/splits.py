@@ -1,0 +1,36 @@
+"""Train/test splits: grouped CV, leave-one-GPU-out and leave-one-LLM-out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
+from wattgpu.errors import ConfigError
+
+SPLITS = ("CV", "LOGO", "LOLO")
+CV_FOLDS = 5
+
+
+def split_indices(frame: pd.DataFrame, split: str, seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (train, test) positional indices for ``split``.
+
+    CV: 5 folds grouped by (model, GPU), so repeats of one configuration never straddle train and
+    test; LOGO: one fold per GPU; LOLO: one fold per LLM.
+    """
+    if split == "CV":
+        groups = (frame["model"].astype(str) + "\x1f" + frame["gpu"].astype(str)).to_numpy()
+        n_groups = len(np.unique(groups))
+        if n_groups < 2:
+            raise ConfigError(f"CV needs at least 2 (model, GPU) groups; got {n_groups}")
+        folds = GroupKFold(n_splits=min(CV_FOLDS, n_groups), shuffle=True, random_state=seed)
+        yield from folds.split(frame, groups=groups)
+    elif split in ("LOGO", "LOLO"):
+        groups = frame["gpu" if split == "LOGO" else "model"].astype(str).to_numpy()
+        if len(np.unique(groups)) < 2:
+            raise ConfigError(f"{split} needs at least 2 distinct groups; got {len(np.unique(groups))}")
+        yield from LeaveOneGroupOut().split(frame, groups=groups)
+    else:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
