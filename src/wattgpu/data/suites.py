@@ -1,0 +1,338 @@
+"""The expectation suites of the three tables, built in code, and the derived check columns.
+
+This module is the source of truth for ``expectations/*.json``: ``python -m wattgpu.data.suites``
+rewrites those files from :func:`build_suites`, and a test fails when they drift apart.
+
+Some rules span columns or tables (boost clock at least the base clock, heads dividing the hidden
+size, power within 1.5 x the GPU's TDP, names that resolve through the catalogue). Those are
+checked on derived columns that the ``derive_*_checks`` functions add to a copy of the table
+before Great Expectations sees it. An expectation whose ``meta`` names ``examples_from`` reports
+the values of those columns as its failing examples (the GPU name, not ``False``).
+
+Nothing here imports Great Expectations; :mod:`wattgpu.data.validation` turns these plain
+dictionaries into suites.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.data.catalog import (
+    GPU_COLUMNS,
+    GPU_NUMERIC_COLUMNS,
+    LLM_COLUMNS,
+    Catalog,
+)
+from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
+
+EXPECTATIONS_DIR = Path(__file__).resolve().parents[3] / "expectations"
+"""Where the committed suites live (``expectations/`` at the repository root)."""
+
+TABLES = ("gpus", "llms", "measurements")
+
+# pandas 3 reads text as dtype "str" (a column with no value at all reads as float64);
+# integers as int64, or float64 when a value is blank. expect_column_values_to_be_in_type_list
+# does not recognise the "str" dtype, so text columns use expect_column_values_to_be_of_type.
+TEXT_TYPE = "str"
+NUMERIC_TYPES = ["int64", "float64", "Int64", "Float64"]
+
+MEMORY_TYPES = [
+    "GDDR5",
+    "GDDR5X",
+    "GDDR6",
+    "GDDR6X",
+    "GDDR7",
+    "HBM2",
+    "HBM2e",
+    "HBM3",
+    "HBM3e",
+    "LPDDR5X",
+]
+LLM_DTYPES = ["bfloat16", "float16", "float32"]
+LLM_ARCHS = ["decoder", "encoder-decoder", "recurrent", "hybrid"]
+GPU_VENDORS = ["NVIDIA"]
+
+# num_kv_layers is optional (the catalogue defaults it to num_layers).
+LLM_REQUIRED_COLUMNS = tuple(c for c in LLM_COLUMNS if c != "num_kv_layers")
+LLM_REQUIRED_NUMERIC = (
+    "params_b",
+    "active_params_b",
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+)
+MEASUREMENT_NUMERIC = ("mean_power_w", "itl_s")
+
+# (column, min, max) for expect_column_values_to_be_between, bounds inclusive.
+GPU_RANGES = (
+    ("release_year", 2015, 2030),
+    ("memory_gb", 4, 300),
+    ("memory_bandwidth_gb_s", 100, 20000),
+    ("fp16_tensor_tflops", 5, 5000),
+    ("fp32_tflops", 1, 1000),
+    ("tdp_w", 30, 1500),
+    ("base_clock_mhz", 300, 3000),
+    ("boost_clock_mhz", 300, 3000),
+    ("sm_count", 10, 300),
+    ("l2_cache_mb", 1, 1024),
+    ("transistors_m", 1000, 1000000),
+    ("process_nm", 2, 20),
+)
+LLM_RANGES = (
+    ("params_b", 0.01, 1000),
+    ("num_layers", 1, 200),
+    ("hidden_size", 64, 32768),
+    ("num_attention_heads", 1, 1024),
+    ("num_kv_heads", 1, 1024),
+    ("head_dim", 16, 512),
+    ("vocab_size", 1000, 300000),
+)
+MEASUREMENT_MINIMA = (
+    ("request_rate_rps", 0),
+    ("batch_size", 1),
+    ("input_tokens", 1),
+    ("output_tokens", 1),
+)
+MAX_POWER_OVER_TDP = 1.5
+MAX_ITL_S = 60
+
+
+def expectation(kind: str, meta: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Return one expectation as the plain dictionary Great Expectations stores.
+
+    Args:
+        kind: the snake_case expectation type, e.g. ``"expect_column_values_to_be_between"``.
+        meta: free-form notes kept with the expectation (``examples_from`` is read by validation).
+        **kwargs: the expectation's arguments (``column``, ``min_value``, ...).
+
+    """
+    return {"type": kind, "kwargs": kwargs, "meta": meta or {}}
+
+
+def _exists(columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [expectation("expect_column_to_exist", column=c) for c in columns]
+
+
+def _not_null(columns: tuple[str, ...], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Not-null checks whose failing examples name the row (its ``keys``), not a blank value."""
+    return [
+        expectation(
+            "expect_column_values_to_not_be_null",
+            column=c,
+            meta=None if c in keys else _examples_from(*keys),
+        )
+        for c in columns
+    ]
+
+
+def _text_types(columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [
+        expectation("expect_column_values_to_be_of_type", column=c, type_=TEXT_TYPE)
+        for c in columns
+    ]
+
+
+def _numeric_types(columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [
+        expectation("expect_column_values_to_be_in_type_list", column=c, type_list=NUMERIC_TYPES)
+        for c in columns
+    ]
+
+
+def _between(column: str, low: float | None, high: float | None, **extra: Any) -> dict[str, Any]:
+    return expectation(
+        "expect_column_values_to_be_between", column=column, min_value=low, max_value=high, **extra
+    )
+
+
+def _examples_from(*columns: str) -> dict[str, Any]:
+    return {"examples_from": list(columns)}
+
+
+def gpu_expectations() -> list[dict[str, Any]]:
+    """Return the GPU catalogue's expectations."""
+    text = ("gpu", "vendor", "architecture", "form_factor", "memory_type")
+    return [
+        *_exists(GPU_COLUMNS),
+        *_text_types((*text, "aliases")),
+        *_numeric_types(GPU_NUMERIC_COLUMNS),
+        expectation("expect_column_values_to_be_unique", column="gpu"),
+        *_not_null((*text, *GPU_NUMERIC_COLUMNS), ("gpu",)),
+        *[_between(c, lo, hi) for c, lo, hi in GPU_RANGES],
+        _between("boost_over_base_clock", 1, None, meta=_examples_from("gpu")),
+        expectation("expect_column_values_to_be_in_set", column="vendor", value_set=GPU_VENDORS),
+        expectation(
+            "expect_column_values_to_be_in_set", column="memory_type", value_set=MEMORY_TYPES
+        ),
+    ]
+
+
+def llm_expectations() -> list[dict[str, Any]]:
+    """Return the LLM catalogue's expectations."""
+    text = ("model", "family", "arch", "dtype")
+    return [
+        *_exists(LLM_REQUIRED_COLUMNS),
+        *_text_types((*text, "aliases")),
+        *_numeric_types(LLM_REQUIRED_NUMERIC),
+        expectation("expect_column_values_to_be_unique", column="model"),
+        *_not_null((*text, *LLM_REQUIRED_NUMERIC), ("model",)),
+        *[_between(c, lo, hi) for c, lo, hi in LLM_RANGES],
+        _between("active_params_b", 0, None, strict_min=True),
+        _between("active_params_fraction", 0, 1, strict_min=True, meta=_examples_from("model")),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="hidden_size_mod_heads",
+            value_set=[0],
+            meta=_examples_from("model"),
+        ),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="heads_mod_kv_heads",
+            value_set=[0],
+            meta=_examples_from("model"),
+        ),
+        expectation("expect_column_values_to_be_in_set", column="dtype", value_set=LLM_DTYPES),
+        expectation("expect_column_values_to_be_in_set", column="arch", value_set=LLM_ARCHS),
+    ]
+
+
+def measurement_expectations() -> list[dict[str, Any]]:
+    """Return the measurement table's expectations (optional columns may be blank)."""
+    return [
+        *_exists(REQUIRED_COLUMNS),
+        *_text_types(("gpu", "model", "scenario")),
+        *_numeric_types(MEASUREMENT_NUMERIC),
+        # A row may measure power only or ITL only (ML.ENERGY's server files have no tokens),
+        # but it must measure something.
+        *_not_null(("gpu", "model", "scenario"), ("gpu", "model")),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="has_measurement",
+            value_set=[True],
+            meta=_examples_from("gpu", "model"),
+        ),
+        expectation(
+            "expect_column_values_to_be_in_set", column="scenario", value_set=list(SCENARIOS)
+        ),
+        _between("mean_power_w", 0, None, strict_min=True),
+        _between(
+            "power_over_tdp",
+            None,
+            MAX_POWER_OVER_TDP,
+            meta=_examples_from("gpu", "mean_power_w"),
+        ),
+        _between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
+        *[_between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
+        _between("num_gpus", 1, 64),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="gpu_resolves",
+            value_set=[True],
+            meta=_examples_from("gpu"),
+        ),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="model_resolves",
+            value_set=[True],
+            meta=_examples_from("model"),
+        ),
+    ]
+
+
+def build_suites() -> dict[str, dict[str, Any]]:
+    """Return the three suites as keyword dictionaries for ``gx.ExpectationSuite(**suite)``."""
+    builders = {
+        "gpus": gpu_expectations,
+        "llms": llm_expectations,
+        "measurements": measurement_expectations,
+    }
+    return {table: {"name": table, "expectations": build()} for table, build in builders.items()}
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
+    """Return the column as floats; blank (NaN) where it is missing or not numeric."""
+    if column not in frame.columns:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[column], errors="coerce").astype(float)
+
+
+def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return a copy of the GPU table with ``boost_over_base_clock`` added."""
+    out = frame.reset_index(drop=True)
+    boost, base = _numeric(out, "boost_clock_mhz"), _numeric(out, "base_clock_mhz")
+    out["boost_over_base_clock"] = boost / base
+    return out
+
+
+def derive_llm_checks(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return a copy of the LLM table with the derived check columns added.
+
+    ``active_params_fraction`` = active / total parameters; ``hidden_size_mod_heads`` =
+    hidden_size % num_attention_heads; ``heads_mod_kv_heads`` = num_attention_heads % num_kv_heads
+    (blank where an input is blank or the divisor is zero).
+    """
+    out = frame.reset_index(drop=True)
+    heads = _numeric(out, "num_attention_heads")
+    kv_heads = _numeric(out, "num_kv_heads")
+    out["active_params_fraction"] = _numeric(out, "active_params_b") / _numeric(out, "params_b")
+    out["hidden_size_mod_heads"] = _numeric(out, "hidden_size") % heads.replace(0, np.nan)
+    out["heads_mod_kv_heads"] = heads % kv_heads.replace(0, np.nan)
+    return out
+
+
+def derive_measurement_checks(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Return a copy of the measurement table with the derived check columns added.
+
+    Optional columns that are absent are added as blanks (as ``read_measurements`` does).
+    ``gpu_resolves`` / ``model_resolves`` say whether the name resolves through the catalogue;
+    ``power_over_tdp`` is ``mean_power_w`` over the resolved GPU's ``tdp_w`` (blank when the GPU
+    does not resolve); ``has_measurement`` says the row holds a power or an ITL.
+    """
+    out = frame.reset_index(drop=True)
+    for column in OPTIONAL_COLUMNS:
+        if column not in out.columns:
+            out[column] = np.nan
+    blank = pd.Series(None, index=out.index, dtype=object)
+    gpus = out["gpu"] if "gpu" in out.columns else blank
+    models = out["model"] if "model" in out.columns else blank
+    canonical_gpu = gpus.map(lambda n: catalog.find_gpu(n) if pd.notna(n) else None)
+    canonical_llm = models.map(lambda n: catalog.find_llm(n) if pd.notna(n) else None)
+    out["gpu_resolves"] = canonical_gpu.notna().astype(bool)
+    out["model_resolves"] = canonical_llm.notna().astype(bool)
+    tdp = pd.to_numeric(canonical_gpu.map(catalog.gpus["tdp_w"]), errors="coerce").astype(float)
+    out["power_over_tdp"] = _numeric(out, "mean_power_w") / tdp
+    out["has_measurement"] = (_numeric(out, "mean_power_w").notna() | _numeric(out, "itl_s").notna()).astype(bool)
+    return out
+
+
+def write_suites(directory: Path = EXPECTATIONS_DIR) -> list[Path]:
+    """Rewrite ``<directory>/<table>.json`` from :func:`build_suites`; return the paths written."""
+    # Imported here: validation imports this module, and is the one Great Expectations importer.
+    from wattgpu.data.validation import suite_to_json
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table, spec in build_suites().items():
+        path = directory / f"{table}.json"
+        path.write_text(json.dumps(suite_to_json(spec), indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    """Rewrite the committed suites (``python -m wattgpu.data.suites``)."""
+    for path in write_suites():
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Shared fixtures: small in-memory catalogues with round, hand-checkable numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from wattgpu.data.catalog import Catalog
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = Path(__import__("os").environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
+
+
+def gpu_row(name: str, **overrides: object) -> dict:
+    row = {
+        "gpu": name,
+        "aliases": "",
+        "vendor": "NVIDIA",
+        "architecture": "Hopper",
+        "release_year": 2023,
+        "form_factor": "SXM",
+        "memory_gb": 80.0,
+        "memory_type": "HBM3",
+        "memory_bandwidth_gb_s": 3350.0,
+        "fp16_tensor_tflops": 989.4,
+        "fp32_tflops": 67.0,
+        "tdp_w": 700.0,
+        "base_clock_mhz": 1590.0,
+        "boost_clock_mhz": 1980.0,
+        "sm_count": 132,
+        "l2_cache_mb": 50.0,
+        "transistors_m": 80000.0,
+        "process_nm": 4,
+    }
+    row.update(overrides)
+    return row
+
+
+def llm_row(name: str, **overrides: object) -> dict:
+    # meta-llama/Llama-3.1-8B-Instruct, from its config.json and model card.
+    row = {
+        "model": name,
+        "aliases": "",
+        "family": "llama",
+        "arch": "decoder",
+        "params_b": 8.03,
+        "active_params_b": 8.03,
+        "num_layers": 32,
+        "num_kv_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+        "dtype": "bfloat16",
+    }
+    row.update(overrides)
+    return row
+
+
+@pytest.fixture
+def small_catalog() -> Catalog:
+    gpus = pd.DataFrame(
+        [
+            gpu_row("NVIDIA H100 SXM5", aliases="NVIDIA H100 80GB HBM3|H100"),
+            gpu_row(
+                "NVIDIA L4",
+                aliases="L4",
+                architecture="Ada Lovelace",
+                form_factor="PCIe",
+                memory_gb=24.0,
+                memory_type="GDDR6",
+                memory_bandwidth_gb_s=300.0,
+                fp16_tensor_tflops=121.0,
+                tdp_w=72.0,
+                base_clock_mhz=795.0,
+                boost_clock_mhz=2040.0,
+            ),
+        ]
+    )
+    llms = pd.DataFrame(
+        [
+            llm_row("meta-llama/Llama-3.1-8B-Instruct", aliases="meta-llama/Meta-Llama-3.1-8B-Instruct"),
+            llm_row(
+                "meta-llama/Llama-3.1-70B-Instruct",
+                params_b=70.6,
+                active_params_b=70.6,
+                num_layers=80,
+                num_kv_layers=80,
+                hidden_size=8192,
+                num_attention_heads=64,
+                intermediate_size=28672,
+            ),
+        ]
+    )
+    return Catalog.from_frames(gpus, llms)
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")

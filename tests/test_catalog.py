@@ -1,0 +1,71 @@
+import pandas as pd
+import pytest
+
+from conftest import REFERENCE, gpu_row, llm_row
+from wattgpu.data.catalog import Catalog, normalise_name
+from wattgpu.errors import DataError, UnknownNameError
+
+REQUIRED_GPUS = [
+    "Tesla T4", "Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "NVIDIA A10",
+    "NVIDIA A10G", "NVIDIA A30", "NVIDIA A40", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe",
+    "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA L40", "NVIDIA L40S",
+    "NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL",
+    "Nvidia GH200 GPU", "NVIDIA B200", "NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4090",
+    "NVIDIA RTX A6000", "NVIDIA RTX 6000 Ada Generation",
+]
+
+
+def test_normalisation_ignores_case_and_punctuation_but_keeps_dots():
+    assert normalise_name("NVIDIA A100-SXM4-40GB") == normalise_name("nvidia a100 sxm4 40gb")
+    assert normalise_name("facebook/opt-1.3b") != normalise_name("facebook/opt-13b")
+
+
+def test_every_required_gpu_is_its_own_row(catalog):
+    resolved = [catalog.resolve_gpu(name) for name in REQUIRED_GPUS]
+    assert len(set(resolved)) == len(REQUIRED_GPUS)
+
+
+def test_nvidia_smi_names_mean_the_right_variant(catalog):
+    assert catalog.resolve_gpu("NVIDIA H100 80GB HBM3") == catalog.resolve_gpu("H100 SXM5")
+    assert catalog.gpus.loc[catalog.resolve_gpu("NVIDIA A100-SXM4-80GB"), "memory_gb"] == 80
+    assert catalog.gpus.loc[catalog.resolve_gpu("NVIDIA A100-PCIE-40GB"), "tdp_w"] == 250
+
+
+def test_every_reference_name_resolves(catalog):
+    for path in sorted(REFERENCE.glob("*/measurements.csv")):
+        frame = pd.read_csv(path, low_memory=False)
+        for name in frame["gpu"].unique():
+            assert catalog.find_gpu(name), f"{path.parent.name}: GPU {name!r}"
+        for name in set(frame["model"]) | set(frame["model_source_name"]):
+            assert catalog.find_llm(name), f"{path.parent.name}: LLM {name!r}"
+
+
+def test_llm_catalogue_spans_the_sizes_and_has_moe(catalog):
+    llms = catalog.llms
+    assert len(llms) >= 60
+    assert llms["params_b"].min() <= 0.15 and llms["params_b"].max() >= 72
+    moe = llms[llms["active_params_b"] < llms["params_b"]]
+    assert {"mistralai/Mixtral-8x7B-Instruct-v0.1", "Qwen/Qwen3-30B-A3B"} <= set(moe.index)
+
+
+def test_unknown_name_suggests_close_matches(catalog):
+    with pytest.raises(UnknownNameError) as err:
+        catalog.resolve_gpu("NVIDIA H100 SMX5")
+    assert "NVIDIA H100 SXM5" in str(err.value)
+    with pytest.raises(UnknownNameError, match="Llama-3.1-8B-Instruct"):
+        catalog.resolve_llm("meta-llama/Llama-3.1-8B-Instrct")
+
+
+def test_ambiguous_alias_is_refused():
+    gpus = pd.DataFrame([gpu_row("A", aliases="X"), gpu_row("B", aliases="x")])
+    with pytest.raises(DataError, match="ambiguous"):
+        Catalog.from_frames(gpus, pd.DataFrame([llm_row("m")]))
+
+
+def test_missing_file_and_missing_column_are_clear(tmp_path):
+    with pytest.raises(DataError, match="GPU catalogue file not found"):
+        Catalog.load(tmp_path / "nope.csv", tmp_path / "llms.csv")
+    pd.DataFrame([gpu_row("A")]).drop(columns=["tdp_w"]).to_csv(tmp_path / "gpus.csv", index=False)
+    pd.DataFrame([llm_row("m")]).to_csv(tmp_path / "llms.csv", index=False)
+    with pytest.raises(DataError, match="lacks column.*tdp_w"):
+        Catalog.load(tmp_path / "gpus.csv", tmp_path / "llms.csv")

@@ -1,0 +1,89 @@
+import math
+
+import pandas as pd
+import pytest
+
+from wattgpu.modeling.features import FEATURE_COLUMNS, build_features, feature_matrix
+
+
+def query(**overrides):
+    row = {"gpu": "NVIDIA H100 SXM5", "model": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "offline"}
+    row.update(overrides)
+    return pd.DataFrame([row])
+
+
+def test_llama_3_1_8b_on_h100_sxm5_by_hand(small_catalog):
+    row = build_features(query(batch_size=32, input_tokens=512, output_tokens=256), small_catalog).iloc[0]
+    # 8.03e9 parameters x 2 bytes
+    assert row["weight_bytes"] == pytest.approx(16.06e9)
+    # 16.06e9 B / 3.35e12 B/s = 4.7940 ms
+    assert row["bandwidth_latency_s"] == pytest.approx(4.79403e-3, rel=1e-5)
+    # 2 x 8.03e9 FLOP / 989.4e12 FLOP/s = 16.232 us
+    assert row["compute_latency_s"] == pytest.approx(1.62321e-5, rel=1e-5)
+    # K and V x 8 KV heads x 128 dims x 2 bytes x 32 layers = 131,072 B
+    assert row["kv_bytes_per_token"] == 131072
+    # 80 GB - 16.06 GB
+    assert row["free_memory_gb"] == pytest.approx(63.94)
+    # 0.9 x 63.94e9 B / (131072 B x 768 tokens) = 571.67 sequences
+    assert row["max_concurrent_seqs"] == pytest.approx(571.67, rel=1e-4)
+    assert row["concurrency"] == 32
+    assert row["clock_ratio"] == pytest.approx(1980 / 1590)
+    assert row["log_params"] == pytest.approx(math.log10(8.03e9))
+    assert row["fits_in_memory"] == 1.0
+
+
+def test_defaults_fill_what_a_query_leaves_out(small_catalog):
+    row = build_features(query(), small_catalog).iloc[0]
+    assert (row["input_tokens"], row["output_tokens"], row["engine"], row["num_gpus"]) == (512, 256, "vllm", 1)
+    # no batch given offline: the engine's cap of 256, which fits (571 sequences would)
+    assert row["concurrency"] == 256
+
+
+def test_server_rows_count_one_sequence_and_keep_their_rate(small_catalog):
+    row = build_features(query(scenario="server", request_rate_rps=0.5), small_catalog).iloc[0]
+    assert row["concurrency"] == 1
+    assert row["request_rate_rps"] == 0.5
+
+
+def test_70b_does_not_fit_on_l4(small_catalog):
+    row = build_features(query(gpu="NVIDIA L4", model="meta-llama/Llama-3.1-70B-Instruct"), small_catalog).iloc[0]
+    # 24 GB - 141.2 GB
+    assert row["free_memory_gb"] == pytest.approx(-117.2)
+    assert row["fits_in_memory"] == 0.0
+    assert row["max_concurrent_seqs"] == 0.0
+
+
+def test_tensor_parallel_divides_weights_and_step_time(small_catalog):
+    row = build_features(query(model="meta-llama/Llama-3.1-70B-Instruct", num_gpus=4), small_catalog).iloc[0]
+    # 141.2e9 B / 4 GPUs
+    assert row["weight_bytes_per_gpu"] == pytest.approx(35.3e9)
+    # 141.2e9 B / (4 x 3.35e12 B/s) = 10.537 ms
+    assert row["bandwidth_latency_s"] == pytest.approx(10.5373e-3, rel=1e-4)
+
+
+def test_fp8_halves_weight_bytes(small_catalog):
+    row = build_features(query(dtype="fp8"), small_catalog).iloc[0]
+    assert row["weight_bytes"] == pytest.approx(8.03e9)
+
+
+def test_spec_columns_on_the_row_describe_an_uncatalogued_gpu(small_catalog):
+    frame = query(gpu="Future GPU", gpu_memory_bandwidth_gb_s=6700.0)
+    frame["gpu_fp16_tensor_tflops"] = 2000.0
+    frame["gpu_memory_gb"] = 100.0
+    row = build_features(frame, small_catalog).iloc[0]
+    # 16.06e9 B / 6.7e12 B/s
+    assert row["bandwidth_latency_s"] == pytest.approx(2.397e-3, rel=1e-3)
+
+
+def test_inputs_are_not_mutated(small_catalog):
+    frame = query()
+    before = frame.copy()
+    build_features(frame, small_catalog)
+    pd.testing.assert_frame_equal(frame, before)
+
+
+def test_feature_matrix_has_every_column_and_no_nan_categoricals(small_catalog):
+    matrix = feature_matrix(build_features(query(engine=None), small_catalog))
+    assert list(matrix.columns) == list(FEATURE_COLUMNS)
+    assert matrix.loc[0, "engine"] == "vllm"
+    assert matrix.loc[0, "gpu_memory_type"] == "HBM3"

@@ -1,0 +1,52 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu.errors import ConfigError
+from wattgpu.modeling.splits import split_indices
+
+
+def frame():
+    rows = [(g, m, r) for g in "abcd" for m in ("x", "y", "z") for r in range(2)]
+    return pd.DataFrame(rows, columns=["gpu", "model", "repeat"])
+
+
+def test_logo_holds_out_exactly_one_gpu_per_fold():
+    data = frame()
+    folds = list(split_indices(data, "LOGO"))
+    assert len(folds) == 4
+    for train, test in folds:
+        assert data.iloc[test]["gpu"].nunique() == 1
+        assert data.iloc[test]["gpu"].iloc[0] not in set(data.iloc[train]["gpu"])
+
+
+def test_lolo_holds_out_one_llm_per_fold():
+    data = frame()
+    folds = list(split_indices(data, "LOLO"))
+    assert len(folds) == 3
+    assert all(data.iloc[test]["model"].nunique() == 1 for _, test in folds)
+
+
+def test_cv_never_splits_a_configuration_and_covers_every_row_once():
+    data = frame()
+    seen = []
+    for train, test in split_indices(data, "CV", seed=1):
+        train_pairs = set(zip(data.iloc[train]["gpu"], data.iloc[train]["model"], strict=True))
+        test_pairs = set(zip(data.iloc[test]["gpu"], data.iloc[test]["model"], strict=True))
+        assert not train_pairs & test_pairs
+        seen.extend(test)
+    assert sorted(seen) == list(range(len(data)))
+
+
+def test_cv_is_seeded():
+    a = [t.tolist() for _, t in split_indices(frame(), "CV", seed=3)]
+    b = [t.tolist() for _, t in split_indices(frame(), "CV", seed=3)]
+    assert a == b
+
+
+def test_unknown_split_and_single_group_are_clear_errors():
+    with pytest.raises(ConfigError, match="split must be one of CV, LOGO, LOLO"):
+        list(split_indices(frame(), "LOSO"))
+    with pytest.raises(ConfigError, match="LOGO needs at least 2"):
+        list(split_indices(frame().assign(gpu="a"), "LOGO"))
+    assert np.all(np.isfinite([1]))

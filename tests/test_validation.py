@@ -1,0 +1,376 @@
+"""Real Great Expectations runs of the three suites on small in-memory tables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu.data.catalog import Catalog
+from wattgpu.data.suites import (
+    EXPECTATIONS_DIR,
+    TABLES,
+    build_suites,
+    derive_gpu_checks,
+    derive_llm_checks,
+    derive_measurement_checks,
+)
+from wattgpu.data.validation import (
+    MAX_EXAMPLES,
+    data_docs_index,
+    format_reports,
+    raise_on_failure,
+    suite_to_json,
+    validate_all,
+    validate_frames,
+    validate_table,
+)
+from wattgpu.errors import DataError, ValidationFailed
+
+
+def gpus_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "gpu": ["NVIDIA H100 SXM5 80GB", "NVIDIA A100 PCIe 80GB"],
+            "aliases": ["NVIDIA H100 80GB HBM3|H100 SXM", "NVIDIA A100 80GB PCIe"],
+            "vendor": ["NVIDIA", "NVIDIA"],
+            "architecture": ["Hopper", "Ampere"],
+            "release_year": [2022, 2021],
+            "form_factor": ["SXM", "PCIe"],
+            "memory_gb": [80, 80],
+            "memory_type": ["HBM3", "HBM2e"],
+            "memory_bandwidth_gb_s": [3350.0, 1935.0],
+            "fp16_tensor_tflops": [989.4, 312.0],
+            "fp32_tflops": [66.9, 19.5],
+            "tdp_w": [700, 300],
+            "base_clock_mhz": [1590, 1065],
+            "boost_clock_mhz": [1980, 1410],
+            "sm_count": [132, 108],
+            "l2_cache_mb": [50.0, 40.0],
+            "transistors_m": [80000, 54200],
+            "process_nm": [4, 7],
+        }
+    )
+
+
+def llms_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "model": ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"],
+            "aliases": ["llama-3.1-8b-instruct", np.nan],
+            "family": ["llama", "qwen2"],
+            "arch": ["decoder", "decoder"],
+            "dtype": ["bfloat16", "bfloat16"],
+            "params_b": [8.03, 0.494],
+            "active_params_b": [8.03, 0.494],
+            "num_layers": [32, 24],
+            "hidden_size": [4096, 896],
+            "num_attention_heads": [32, 14],
+            "num_kv_heads": [8, 2],
+            "head_dim": [128, 64],
+            "intermediate_size": [14336, 4864],
+            "vocab_size": [128256, 151936],
+            "max_position_embeddings": [131072, 32768],
+        }
+    )
+
+
+def measurements_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "gpu": ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe", "H100 SXM"],
+            "model": [
+                "meta-llama/Llama-3.1-8B-Instruct",
+                "Qwen/Qwen2.5-0.5B-Instruct",
+                "llama-3.1-8b-instruct",
+            ],
+            "scenario": ["offline", "server", "server"],
+            "request_rate_rps": [np.nan, 0.5, 2.0],
+            "batch_size": [256.0, np.nan, np.nan],
+            "input_tokens": [512.0, 400.0, 400.0],
+            "output_tokens": [256.0, 300.0, 300.0],
+            "num_gpus": [1.0, 1.0, np.nan],
+            "mean_power_w": [620.0, 150.0, 400.0],
+            "itl_s": [0.03, 0.012, 0.015],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.from_frames(gpus_frame(), llms_frame())
+
+
+FRAMES: dict[str, Callable[[], pd.DataFrame]] = {
+    "gpus": gpus_frame,
+    "llms": llms_frame,
+    "measurements": measurements_frame,
+}
+
+
+def failures(report) -> set[tuple[str, str | None]]:
+    return {(r.expectation, r.column) for r in report.results if not r.success}
+
+
+def test_valid_tables_pass(catalog, capsys):
+    reports = validate_frames({t: FRAMES[t]() for t in TABLES}, catalog)
+    assert [r.table for r in reports] == list(TABLES)
+    assert [failures(r) for r in reports] == [set(), set(), set()]
+    assert all(r.success for r in reports)
+    assert [r.rows for r in reports] == [2, 2, 3]
+    assert capsys.readouterr().out == ""  # no progress bars or log lines on stdout
+
+
+def set_value(column: str, row: int, value) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        frame.loc[row, column] = value
+        return frame
+
+    return change
+
+
+def duplicate_first_gpu(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.loc[1, "gpu"] = frame.loc[0, "gpu"]
+    return frame
+
+
+BROKEN = [
+    pytest.param(
+        "gpus",
+        duplicate_first_gpu,
+        ("expect_column_values_to_be_unique", "gpu"),
+        "NVIDIA H100 SXM5 80GB",
+        id="duplicate-gpu",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("memory_bandwidth_gb_s", 1, 0.0),
+        ("expect_column_values_to_be_between", "memory_bandwidth_gb_s"),
+        0.0,
+        id="bandwidth-zero",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("boost_clock_mhz", 1, 1000),
+        ("expect_column_values_to_be_between", "boost_over_base_clock"),
+        "NVIDIA A100 PCIe 80GB",
+        id="boost-below-base",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("vendor", 0, "AMD"),
+        ("expect_column_values_to_be_in_set", "vendor"),
+        "AMD",
+        id="vendor-not-nvidia",
+    ),
+    pytest.param(
+        "llms",
+        set_value("num_attention_heads", 0, 24),
+        ("expect_column_values_to_be_in_set", "hidden_size_mod_heads"),
+        "meta-llama/Llama-3.1-8B-Instruct",
+        id="heads-not-dividing-hidden",
+    ),
+    pytest.param(
+        "llms",
+        set_value("num_kv_heads", 0, 5),
+        ("expect_column_values_to_be_in_set", "heads_mod_kv_heads"),
+        "meta-llama/Llama-3.1-8B-Instruct",
+        id="kv-heads-not-dividing-heads",
+    ),
+    pytest.param(
+        "llms",
+        set_value("active_params_b", 1, 0.9),
+        ("expect_column_values_to_be_between", "active_params_fraction"),
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        id="active-above-total",
+    ),
+    pytest.param(
+        "llms",
+        set_value("dtype", 1, "int4"),
+        ("expect_column_values_to_be_in_set", "dtype"),
+        "int4",
+        id="unknown-dtype",
+    ),
+    pytest.param(
+        "measurements",
+        set_value("mean_power_w", 0, 2100.0),
+        ("expect_column_values_to_be_between", "power_over_tdp"),
+        {"gpu": "NVIDIA H100 80GB HBM3", "mean_power_w": 2100.0},
+        id="power-3x-tdp",
+    ),
+    pytest.param(
+        "measurements",
+        set_value("request_rate_rps", 1, -1.0),
+        ("expect_column_values_to_be_between", "request_rate_rps"),
+        -1.0,
+        id="negative-rate",
+    ),
+    pytest.param(
+        "measurements",
+        set_value("scenario", 2, "batch"),
+        ("expect_column_values_to_be_in_set", "scenario"),
+        "batch",
+        id="unknown-scenario",
+    ),
+    pytest.param(
+        "measurements",
+        set_value("gpu", 1, "NVIDIA Z9000"),
+        ("expect_column_values_to_be_in_set", "gpu_resolves"),
+        "NVIDIA Z9000",
+        id="unresolvable-gpu",
+    ),
+    pytest.param(
+        "measurements",
+        lambda f: f.assign(itl_s=[np.nan, *f["itl_s"][1:]], mean_power_w=[np.nan, *f["mean_power_w"][1:]]),
+        ("expect_column_values_to_be_in_set", "has_measurement"),
+        {"gpu": "NVIDIA H100 80GB HBM3", "model": "meta-llama/Llama-3.1-8B-Instruct"},
+        id="row-without-power-or-itl-names-its-row",
+    ),
+    pytest.param(
+        "measurements",
+        set_value("itl_s", 1, 75.0),
+        ("expect_column_values_to_be_between", "itl_s"),
+        75.0,
+        id="itl-too-long",
+    ),
+]
+
+
+@pytest.mark.parametrize(("table", "breaker", "expected", "example"), BROKEN)
+def test_each_broken_case_fails_exactly_its_expectation(catalog, table, breaker, expected, example):
+    frame = breaker(FRAMES[table]())
+    before = frame.copy()
+    report = validate_table(table, frame, catalog)
+    assert failures(report) == {expected}
+    assert not report.success
+    (failed,) = [r for r in report.results if not r.success]
+    assert example in failed.examples
+    # One broken row, except a duplicate, which makes both of its rows unexpected.
+    assert failed.unexpected_count == (2 if expected[0].endswith("unique") else 1)
+    pd.testing.assert_frame_equal(frame, before)  # validation never mutates its input
+
+
+def test_examples_are_distinct_and_capped(catalog):
+    frame = pd.concat([measurements_frame()] * 4, ignore_index=True)
+    frame["gpu"] = [f"NVIDIA Z{9000 + i}" for i in range(len(frame))]
+    report = validate_table("measurements", frame, catalog)
+    (failed,) = [r for r in report.results if r.column == "gpu_resolves"]
+    assert failed.unexpected_count == 12
+    assert failed.examples == [f"NVIDIA Z{9000 + i}" for i in range(MAX_EXAMPLES)]
+
+
+def test_wrong_text_type_is_reported():
+    frame = gpus_frame()
+    frame["memory_bandwidth_gb_s"] = ["3350", "fast"]
+    report = validate_table("gpus", frame)
+    failed = failures(report)
+    assert ("expect_column_values_to_be_in_type_list", "memory_bandwidth_gb_s") in failed
+    (typed,) = [
+        r
+        for r in report.results
+        if r.expectation == "expect_column_values_to_be_in_type_list"
+        and r.column == "memory_bandwidth_gb_s"
+    ]
+    assert typed.examples == ["observed str"]
+
+
+def test_derived_columns_leave_input_untouched(catalog):
+    for table, derive in (
+        ("gpus", derive_gpu_checks),
+        ("llms", derive_llm_checks),
+        ("measurements", lambda f: derive_measurement_checks(f, catalog)),
+    ):
+        frame = FRAMES[table]()
+        before = frame.copy()
+        out = derive(frame)
+        pd.testing.assert_frame_equal(frame, before)
+        assert len(out.columns) > len(frame.columns)
+    derived = derive_measurement_checks(measurements_frame(), catalog)
+    assert derived["power_over_tdp"].round(4).tolist() == [
+        round(620 / 700, 4),
+        0.5,
+        round(400 / 700, 4),
+    ]
+    assert derived["gpu_resolves"].tolist() == [True, True, True]
+
+
+def test_format_and_raise(catalog):
+    good = validate_table("llms", llms_frame())
+    bad = validate_table(
+        "measurements", set_value("gpu", 1, "NVIDIA Z9000")(measurements_frame()), catalog
+    )
+    text = format_reports([good, bad])
+    lines = text.splitlines()
+    assert len(lines) == len(good.results) + len(bad.results) + 1
+    (fail_line,) = [line for line in lines if line.startswith("FAIL")]
+    assert "measurements" in fail_line and "gpu_resolves" in fail_line
+    assert "unexpected=1" in fail_line and "NVIDIA Z9000" in fail_line
+    assert lines[-1].startswith("2 tables, 5 rows,") and "1 failed" in lines[-1]
+    assert "FAILED (measurements)" in lines[-1]
+    raise_on_failure([good])
+    with pytest.raises(ValidationFailed) as info:
+        raise_on_failure([good, bad])
+    message = str(info.value)
+    assert "\n" not in message
+    assert "measurements: expect_column_values_to_be_in_set(gpu_resolves)" in message
+
+
+def test_validate_all_reads_files_and_writes_data_docs(tmp_path):
+    gpus_frame().to_csv(tmp_path / "gpus.csv", index=False)
+    llms_frame().to_csv(tmp_path / "llms.csv", index=False)
+    folder = tmp_path / "measurements"
+    folder.mkdir()
+    measurements_frame().to_csv(folder / "runs.csv", index=False)
+    docs = tmp_path / "docs"
+    reports = validate_all(tmp_path / "gpus.csv", tmp_path / "llms.csv", [folder], docs_dir=docs)
+    assert [r.table for r in reports] == list(TABLES)
+    assert all(r.success for r in reports), format_reports(reports)
+    index = data_docs_index(docs)
+    assert index.is_file()
+    html = index.read_text(encoding="utf-8")
+    for table in TABLES:
+        assert f"wattgpu_{table}" in html
+    assert len(list((docs / "validations").rglob("*.html"))) == len(TABLES)
+
+
+def test_missing_files_raise_data_error(tmp_path):
+    gpus_frame().to_csv(tmp_path / "gpus.csv", index=False)
+    llms_frame().to_csv(tmp_path / "llms.csv", index=False)
+    with pytest.raises(DataError, match="not found"):
+        validate_all(tmp_path / "nope.csv", tmp_path / "llms.csv", [tmp_path])
+    with pytest.raises(DataError, match="not found"):
+        validate_all(tmp_path / "gpus.csv", tmp_path / "llms.csv", [tmp_path / "missing.csv"])
+    with pytest.raises(DataError, match="suite not found"):
+        validate_table("gpus", gpus_frame(), suites_dir=tmp_path)
+
+
+def test_committed_suites_match_the_generator():
+    specs = build_suites()
+    assert sorted(specs) == sorted(TABLES)
+    for table, spec in specs.items():
+        committed = json.loads((EXPECTATIONS_DIR / f"{table}.json").read_text(encoding="utf-8"))
+        generated = suite_to_json(spec)
+        # The GE version stamp may differ after an upgrade; everything else must not.
+        committed["meta"].pop("great_expectations_version", None)
+        generated["meta"].pop("great_expectations_version", None)
+        assert committed == generated, (
+            f"expectations/{table}.json drifted: run python -m wattgpu.data.suites"
+        )
+
+
+def test_missing_column_fails_without_crashing():
+    report = validate_table("gpus", gpus_frame().drop(columns=["tdp_w"]))
+    failed = failures(report)
+    assert ("expect_column_to_exist", "tdp_w") in failed
+    assert {column for _, column in failed} == {"tdp_w"}
+    assert any("tdp_w" in (r.error or "") for r in report.results if not r.success)
+
+
+def test_measurements_need_a_catalogue():
+    with pytest.raises(ValueError, match="catalogue"):
+        validate_table("measurements", measurements_frame())
