@@ -59,9 +59,7 @@ def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData
 
 def validate(settings: Settings, data: TrainingData, docs_dir: Path | None) -> tuple[bool, str, list[Any]]:
     """Run the three Great Expectations suites; return (success, printable report, reports)."""
-    reports = validation.validate_all(
-        settings.gpus_csv, settings.llms_csv, data.files, catalog=data.catalog, docs_dir=docs_dir
-    )
+    reports = validation.validate_all(settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir)
     return all(r.success for r in reports), validation.format_reports(reports), reports
 
 
@@ -156,11 +154,13 @@ def tune(
             tracking.log_directory(Path(docs), "validation/data_docs")
         tracking.set_tags({"wattgpu.validation": "passed" if ok else "failed"})
         if not ok:
-            failing = sorted({f"{r.table}" for r in reports if not r.success})
-            raise ValidationFailed(
-                f"data failed validation in table(s) {', '.join(failing)}; nothing was trained "
-                f"(report logged to run {run_id}; run `wattgpu validate` for details)"
-            )
+            try:
+                validation.raise_on_failure(reports)
+            except ValidationFailed as exc:
+                raise ValidationFailed(
+                    f"{exc}; nothing was trained (report logged to run {run_id}; "
+                    f"`wattgpu validate` shows every failure)"
+                ) from None
 
         rows = training_rows(target, data)
         tracking.log_metrics({"rows_train": len(rows), "gpus_train": rows["gpu"].nunique(), "llms_train": rows["model"].nunique()})

@@ -11,6 +11,9 @@ from catboost import CatBoostRegressor, Pool
 from wattgpu.modeling.features import CATEGORICAL_FEATURES, feature_matrix
 from wattgpu.modeling.targets import decode, encode
 
+# Not tuned: single-feature categorical statistics and 64 borders halve the fit time on 2 cores
+# (measured 1.1 s -> 0.5 s for 300 trees on 1,600 rows of the reference data).
+FIXED_PARAMS: dict[str, Any] = {"max_ctr_complexity": 1, "border_count": 64}
 DEFAULT_PARAMS: dict[str, Any] = {
     "iterations": 300,
     "depth": 6,
@@ -25,7 +28,7 @@ def _pool(frame: pd.DataFrame, label: pd.Series | None = None) -> Pool:
 
 def fit(target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0) -> CatBoostRegressor:
     """Fit a CatBoost regressor for ``target`` on rows with features and measurements."""
-    settings = {**DEFAULT_PARAMS, **(params or {})}
+    settings = {**DEFAULT_PARAMS, **FIXED_PARAMS, **(params or {})}
     model = CatBoostRegressor(
         **settings,
         loss_function="RMSE",

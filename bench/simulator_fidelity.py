@@ -1,0 +1,179 @@
+"""How close the analytical model (wattgpu.data.simulate) comes to real measurements.
+
+Reads the reference measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
+MdAPE of the model's power and per-request ITL against them, per data set and engine and overall,
+for DEFAULT_CONSTANTS and, with --refit, for constants fitted here (printed ready to paste into
+DEFAULT_CONSTANTS).
+
+    python bench/simulator_fidelity.py [--refit] [--reference DIR]
+
+ITL: every row's ``itl_s`` is a per-request quantity (mean TPOT, median client-side ITL, or the
+batch latency / output length that includes the batch's prefill). All are used: the model's
+offline ITL adds the prefill stall ``batch x prefill / output_tokens`` to the decode step, which is
+what the latency / output-length upper bound measures. ``inv_throughput_s_per_tok`` (1 /
+throughput) is a different quantity and is never used.
+
+The fit uses the vLLM rows except ``v2_vllm_batch_2024``: on the same H100 and Llama-3.1-8B at a
+maximum batch of 256 those runs report 4x the ITL and 40 % of the power of the 2025 runs
+(``v3_vllm_batch_2025``), a CPU-bound engine that no spec-based model can tell apart. Its figures
+are printed all the same, as are those of the other engines (hf, tgi, trtllm, deepspeed-mii,
+llama.cpp), which the simulator does not claim to model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pandas as pd
+
+from wattgpu.data.catalog import Catalog
+from wattgpu.data.measurements import read_measurements, resolve_names
+from wattgpu.data.simulate import DEFAULT_CONSTANTS, PhysicalConstants, calibrate, fidelity
+from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
+from wattgpu.modeling.features import build_features
+from wattgpu.modeling.metrics import mdape
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+EXCLUDED_FROM_FIT = ("v2_vllm_batch_2024",)
+SIXTEEN_BIT = ("float16", "bfloat16", "fp16", "bf16")
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def load_rows(reference: Path, catalog: Catalog) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Real single-GPU 16-bit dense rows with features, and how many rows each filter dropped."""
+    files = sorted(reference.glob("*/measurements.csv"))
+    if not files:
+        sys.exit(f"no */measurements.csv under {reference} (give --reference DIR)")
+    raw = read_measurements(files)
+    rows, unresolved = resolve_names(raw, catalog)
+    rows = build_features(rows, catalog)
+    flags = rows["flags"].fillna("").astype(str) if "flags" in rows else pd.Series("", rows.index)
+    single = rows["num_gpus"].fillna(1.0) == 1.0
+    dense = (rows["llm_active_params_b"] >= rows["llm_params_b"]) & ~flags.str.contains("moe")
+    dtype = rows["dtype"].astype(str).str.lower()
+    sixteen = dtype.isin(SIXTEEN_BIT) & ~flags.str.contains("fp8")
+    counts = {
+        "read": len(raw),
+        "unresolved names": len(unresolved),
+        "multi-GPU": int((~single).sum()),
+        "MoE": int((single & ~dense).sum()),
+        "not 16-bit": int((single & dense & ~sixteen).sum()),
+    }
+    kept = rows[single & dense & sixteen].reset_index(drop=True)
+    counts["kept"] = len(kept)
+    return kept, counts
+
+
+def fit_mask(rows: pd.DataFrame) -> pd.Series:
+    return (rows["engine"] == "vllm") & ~rows["family"].isin(EXCLUDED_FROM_FIT)
+
+
+def print_report(title: str, constants: PhysicalConstants, report: pd.DataFrame) -> None:
+    print(f"\n## {title}\n")
+    print("| constant | value |\n|---|---|")
+    for name, value in asdict(constants).items():
+        print(f"| {name} | {value:.4g} |")
+    for target, unit in (("power", "mean power per GPU"), ("itl", "per-request ITL")):
+        part = report[report["target"] == target]
+        print(f"\n{target} ({unit}):\n")
+        print("| data set | engine | fitted | rows | MdAPE % | median log(pred/true) |")
+        print("|---|---|---|---|---|---|")
+        for line in part.itertuples():
+            fitted = "" if line.data_set in ("all", "fitted") else "yes" if line.fitted else "no"
+            print(
+                f"| {line.data_set} | {line.engine} | {fitted} | {line.n_rows} | "
+                f"{line.mdape_pct:.1f} | {line.median_log_ratio:+.3f} |"
+            )
+
+
+def with_fitted_flag(report: pd.DataFrame, rows: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
+    key = rows["source"].astype(str) + "/" + rows["family"].astype(str)
+    used = set(zip(key[mask], rows.loc[mask, "engine"], strict=True))
+    report = report.copy()
+    report["fitted"] = [
+        (d, e) in used for d, e in zip(report["data_set"], report["engine"], strict=True)
+    ]
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--refit", action="store_true", help="also fit the constants and report them"
+    )
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=Path(os.environ.get("WATTGPU_REFERENCE_DIR", DEFAULT_REFERENCE)),
+        help="folder holding <source>/measurements.csv (default: ../shared/reference, "
+        "or $WATTGPU_REFERENCE_DIR)",
+    )
+    parser.add_argument(
+        "--data", type=Path, default=REPO / "data", help="folder of gpus.csv, llms.csv"
+    )
+    args = parser.parse_args()
+
+    print("# Simulator fidelity (wattgpu.data.simulate vs real measurements)\n")
+    print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"- machine: {platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs")
+    print(f"- python {platform.python_version()}, pandas {pd.__version__}")
+    print(f"- command: python bench/simulator_fidelity.py {' '.join(sys.argv[1:])}".rstrip())
+    print(f"- reference: {args.reference}")
+
+    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
+    rows, counts = load_rows(args.reference, catalog)
+    mask = fit_mask(rows)
+    print("- rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    excluded = ", ".join(EXCLUDED_FROM_FIT)
+    print(f"- fitted on: {int(mask.sum())} rows (engine vllm, families except {excluded})")
+
+    fitted_rows = rows[mask]
+    power_base = mdape(
+        fitted_rows["mean_power_w"].dropna(),
+        load_scaled_tdp(fitted_rows)[fitted_rows["mean_power_w"].notna().to_numpy()],
+    )
+    with_itl = fitted_rows[fitted_rows["itl_s"].notna()]
+    itl_base = mdape(with_itl["itl_s"], roofline_itl(with_itl))
+    print(
+        f"- no-learning baselines on the fitted rows: power, load-scaled TDP {power_base:.1f} %; "
+        f"ITL, roofline (2 x params / bandwidth) {itl_base:.1f} %"
+    )
+
+    report = with_fitted_flag(fidelity(rows, DEFAULT_CONSTANTS, mask), rows, mask)
+    print_report("DEFAULT_CONSTANTS", DEFAULT_CONSTANTS, report)
+
+    if args.refit:
+        start = time.perf_counter()
+        constants, refit_report = calibrate(rows, mask)
+        seconds = time.perf_counter() - start
+        print_report(
+            f"refitted here ({seconds:.1f} s)",
+            constants,
+            with_fitted_flag(refit_report, rows, mask),
+        )
+        print("\nPaste into src/wattgpu/data/simulate.py:\n")
+        print("DEFAULT_CONSTANTS = PhysicalConstants(")
+        for field in fields(PhysicalConstants):
+            print(f"    {field.name}={getattr(constants, field.name):.4g},")
+        print(")")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The CLI: help everywhere, and one clear line (no traceback) for each user mistake."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO
+from wattgpu.cli import cli
+
+GOOD_ROWS = [
+    # gpu and model as measurement files write them; numbers are plausible, not real
+    ("NVIDIA H100 80GB HBM3", "meta-llama/Meta-Llama-3.1-8B-Instruct", "offline", None, 32, 550.0, 0.012),
+    ("NVIDIA A100-SXM4-40GB", "meta-llama/Llama-3.1-8B-Instruct", "server", 1.0, None, 250.0, 0.020),
+    ("Tesla T4", "Qwen/Qwen2.5-1.5B-Instruct", "offline", None, 8, 65.0, 0.030),
+]
+
+
+def write_measurements(path, rows=GOOD_ROWS):
+    columns = ["gpu", "model", "scenario", "request_rate_rps", "batch_size", "mean_power_w", "itl_s"]
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+
+    def invoke(*args):
+        result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        assert "Traceback" not in result.output
+        return result
+
+    return invoke
+
+
+def all_commands(group, prefix=()):
+    for name, command in group.commands.items():
+        yield (*prefix, name)
+        if isinstance(command, click.Group):
+            yield from all_commands(command, (*prefix, name))
+
+
+def test_every_command_has_help(run):
+    for path in all_commands(cli):
+        result = run(*path, "--help")
+        assert result.exit_code == 0, path
+        assert "Usage:" in result.output
+        assert len(cli.get_command(click.Context(cli), path[0]).help or "") > 10
+
+
+def test_unknown_target_is_a_usage_error(run):
+    result = run("tune", "--target", "energy")
+    assert result.exit_code == 2
+    assert "'energy' is not one of 'power', 'itl'" in result.output
+
+
+def test_missing_data_file(run):
+    result = run("validate", "--data", "nope.csv")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == "Error: measurement file not found: nope.csv (give a CSV file or a folder of them)"
+
+
+def test_csv_missing_a_column(run, tmp_path):
+    path = tmp_path / "m.csv"
+    pd.read_csv(write_measurements(path)).drop(columns=["itl_s"]).to_csv(path, index=False)
+    result = run("tune", "--target", "itl", "--data", str(path))
+    assert result.exit_code == 1
+    assert "lacks column(s) itl_s" in result.output
+
+
+def test_text_in_a_numeric_column(run, tmp_path):
+    path = tmp_path / "m.csv"
+    frame = pd.read_csv(write_measurements(path))
+    frame["mean_power_w"] = frame["mean_power_w"].astype(str)
+    frame.loc[1, "mean_power_w"] = "lots"
+    frame.to_csv(path, index=False)
+    result = run("validate", "--data", str(path))
+    assert result.exit_code == 1
+    assert "column mean_power_w must be numeric, got 'lots' (row 3)" in result.output
+
+
+def test_gpu_that_resolves_nowhere(run, tmp_path):
+    path = write_measurements(tmp_path / "m.csv", [*GOOD_ROWS, ("NVIDIA Z9000", "gpt2", "offline", None, 1, 50.0, 0.01)])
+    result = run("validate", "--data", str(path), "--docs-dir", str(tmp_path / "docs"))
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "NVIDIA Z9000" in result.output
+    assert (tmp_path / "docs" / "index.html").is_file()
+    tuned = run("tune", "--target", "power", "--trials", "1", "--data", str(path))
+    assert tuned.exit_code == 1
+    last = tuned.output.strip().splitlines()[-1]
+    assert last.startswith("Error: data validation failed") and "NVIDIA Z9000" in last and "nothing was trained" in last
+
+
+def test_valid_data_passes_validation(run, tmp_path):
+    result = run("validate", "--data", str(write_measurements(tmp_path / "m.csv")))
+    assert result.exit_code == 0, result.output
+    assert "FAIL " not in result.output
+
+
+def test_storage_that_cannot_be_opened(run, tmp_path):
+    path = write_measurements(tmp_path / "m.csv")
+    result = run("tune", "--target", "power", "--data", str(path), "--storage", "sqlite:////no/such/dir/optuna.db")
+    assert result.exit_code == 1
+    assert "cannot open Optuna storage 'sqlite:////no/such/dir/optuna.db'" in result.output
