@@ -10,7 +10,9 @@ import pytest
 from wattgpu.data.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = Path(__import__("os").environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
+REFERENCE = Path(
+    __import__("os").environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference")
+)
 
 
 def gpu_row(name: str, **overrides: object) -> dict:
@@ -85,7 +87,9 @@ def small_catalog() -> Catalog:
     )
     llms = pd.DataFrame(
         [
-            llm_row("meta-llama/Llama-3.1-8B-Instruct", aliases="meta-llama/Meta-Llama-3.1-8B-Instruct"),
+            llm_row(
+                "meta-llama/Llama-3.1-8B-Instruct", aliases="meta-llama/Meta-Llama-3.1-8B-Instruct"
+            ),
             llm_row(
                 "meta-llama/Llama-3.1-70B-Instruct",
                 params_b=70.6,

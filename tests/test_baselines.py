@@ -19,7 +19,12 @@ def test_load_scaled_tdp_by_hand():
 
 def test_roofline_is_weight_read_time_not_divided_by_batch():
     rows = pd.DataFrame(
-        {"llm_params_b": [8.03, 8.03], "gpu_memory_bandwidth_gb_s": [3350.0, 3350.0], "num_gpus": [1, 2], "batch_size": [1, 256]}
+        {
+            "llm_params_b": [8.03, 8.03],
+            "gpu_memory_bandwidth_gb_s": [3350.0, 3350.0],
+            "num_gpus": [1, 2],
+            "batch_size": [1, 256],
+        }
     )
     # 2 x 8.03e9 B / 3.35e12 B/s = 4.794 ms; with two GPUs half of it
     assert roofline_itl(rows) == pytest.approx([4.79403e-3, 2.39701e-3], rel=1e-5)

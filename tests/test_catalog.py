@@ -1,17 +1,37 @@
 import pandas as pd
 import pytest
-
 from conftest import REFERENCE, gpu_row, llm_row
+
 from wattgpu.data.catalog import Catalog, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
 
 REQUIRED_GPUS = [
-    "Tesla T4", "Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "NVIDIA A10",
-    "NVIDIA A10G", "NVIDIA A30", "NVIDIA A40", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe",
-    "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA L40", "NVIDIA L40S",
-    "NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL",
-    "Nvidia GH200 GPU", "NVIDIA B200", "NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4090",
-    "NVIDIA RTX A6000", "NVIDIA RTX 6000 Ada Generation",
+    "Tesla T4",
+    "Tesla V100-SXM2-16GB",
+    "Tesla V100-SXM2-32GB",
+    "Tesla V100-PCIE-32GB",
+    "NVIDIA A10",
+    "NVIDIA A10G",
+    "NVIDIA A30",
+    "NVIDIA A40",
+    "NVIDIA A100-PCIE-40GB",
+    "NVIDIA A100 80GB PCIe",
+    "NVIDIA A100-SXM4-40GB",
+    "NVIDIA A100-SXM4-80GB",
+    "NVIDIA L4",
+    "NVIDIA L40",
+    "NVIDIA L40S",
+    "NVIDIA H100 PCIe",
+    "NVIDIA H100 80GB HBM3",
+    "NVIDIA H100 NVL",
+    "NVIDIA H200",
+    "NVIDIA H200 NVL",
+    "Nvidia GH200 GPU",
+    "NVIDIA B200",
+    "NVIDIA GeForce RTX 3090",
+    "NVIDIA GeForce RTX 4090",
+    "NVIDIA RTX A6000",
+    "NVIDIA RTX 6000 Ada Generation",
 ]
 
 

@@ -6,20 +6,44 @@ import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
 from conftest import REPO
+
 from wattgpu.cli import cli
 
 GOOD_ROWS = [
     # gpu and model as measurement files write them; numbers are plausible, not real
-    ("NVIDIA H100 80GB HBM3", "meta-llama/Meta-Llama-3.1-8B-Instruct", "offline", None, 32, 550.0, 0.012),
-    ("NVIDIA A100-SXM4-40GB", "meta-llama/Llama-3.1-8B-Instruct", "server", 1.0, None, 250.0, 0.020),
+    (
+        "NVIDIA H100 80GB HBM3",
+        "meta-llama/Meta-Llama-3.1-8B-Instruct",
+        "offline",
+        None,
+        32,
+        550.0,
+        0.012,
+    ),
+    (
+        "NVIDIA A100-SXM4-40GB",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "server",
+        1.0,
+        None,
+        250.0,
+        0.020,
+    ),
     ("Tesla T4", "Qwen/Qwen2.5-1.5B-Instruct", "offline", None, 8, 65.0, 0.030),
 ]
 
 
 def write_measurements(path, rows=GOOD_ROWS):
-    columns = ["gpu", "model", "scenario", "request_rate_rps", "batch_size", "mean_power_w", "itl_s"]
+    columns = [
+        "gpu",
+        "model",
+        "scenario",
+        "request_rate_rps",
+        "batch_size",
+        "mean_power_w",
+        "itl_s",
+    ]
     pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
     return path
 
@@ -62,7 +86,10 @@ def test_unknown_target_is_a_usage_error(run):
 def test_missing_data_file(run):
     result = run("validate", "--data", "nope.csv")
     assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1] == "Error: measurement file not found: nope.csv (give a CSV file or a folder of them)"
+    assert (
+        result.output.strip().splitlines()[-1]
+        == "Error: measurement file not found: nope.csv (give a CSV file or a folder of them)"
+    )
 
 
 def test_csv_missing_a_column(run, tmp_path):
@@ -85,7 +112,9 @@ def test_text_in_a_numeric_column(run, tmp_path):
 
 
 def test_gpu_that_resolves_nowhere(run, tmp_path):
-    path = write_measurements(tmp_path / "m.csv", [*GOOD_ROWS, ("NVIDIA Z9000", "gpt2", "offline", None, 1, 50.0, 0.01)])
+    path = write_measurements(
+        tmp_path / "m.csv", [*GOOD_ROWS, ("NVIDIA Z9000", "gpt2", "offline", None, 1, 50.0, 0.01)]
+    )
     result = run("validate", "--data", str(path), "--docs-dir", str(tmp_path / "docs"))
     assert result.exit_code == 1
     assert "FAIL" in result.output and "NVIDIA Z9000" in result.output
@@ -93,7 +122,11 @@ def test_gpu_that_resolves_nowhere(run, tmp_path):
     tuned = run("tune", "--target", "power", "--trials", "1", "--data", str(path))
     assert tuned.exit_code == 1
     last = tuned.output.strip().splitlines()[-1]
-    assert last.startswith("Error: data validation failed") and "NVIDIA Z9000" in last and "nothing was trained" in last
+    assert (
+        last.startswith("Error: data validation failed")
+        and "NVIDIA Z9000" in last
+        and "nothing was trained" in last
+    )
 
 
 def test_valid_data_passes_validation(run, tmp_path):
@@ -104,6 +137,14 @@ def test_valid_data_passes_validation(run, tmp_path):
 
 def test_storage_that_cannot_be_opened(run, tmp_path):
     path = write_measurements(tmp_path / "m.csv")
-    result = run("tune", "--target", "power", "--data", str(path), "--storage", "sqlite:////no/such/dir/optuna.db")
+    result = run(
+        "tune",
+        "--target",
+        "power",
+        "--data",
+        str(path),
+        "--storage",
+        "sqlite:////no/such/dir/optuna.db",
+    )
     assert result.exit_code == 1
     assert "cannot open Optuna storage 'sqlite:////no/such/dir/optuna.db'" in result.output

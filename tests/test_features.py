@@ -7,13 +7,19 @@ from wattgpu.modeling.features import FEATURE_COLUMNS, build_features, feature_m
 
 
 def query(**overrides):
-    row = {"gpu": "NVIDIA H100 SXM5", "model": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "offline"}
+    row = {
+        "gpu": "NVIDIA H100 SXM5",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "scenario": "offline",
+    }
     row.update(overrides)
     return pd.DataFrame([row])
 
 
 def test_llama_3_1_8b_on_h100_sxm5_by_hand(small_catalog):
-    row = build_features(query(batch_size=32, input_tokens=512, output_tokens=256), small_catalog).iloc[0]
+    row = build_features(
+        query(batch_size=32, input_tokens=512, output_tokens=256), small_catalog
+    ).iloc[0]
     # 8.03e9 parameters x 2 bytes
     assert row["weight_bytes"] == pytest.approx(16.06e9)
     # 16.06e9 B / 3.35e12 B/s = 4.7940 ms
@@ -34,7 +40,12 @@ def test_llama_3_1_8b_on_h100_sxm5_by_hand(small_catalog):
 
 def test_defaults_fill_what_a_query_leaves_out(small_catalog):
     row = build_features(query(), small_catalog).iloc[0]
-    assert (row["input_tokens"], row["output_tokens"], row["engine"], row["num_gpus"]) == (512, 256, "vllm", 1)
+    assert (row["input_tokens"], row["output_tokens"], row["engine"], row["num_gpus"]) == (
+        512,
+        256,
+        "vllm",
+        1,
+    )
     # no batch given offline: the engine's cap of 256, which fits (571 sequences would)
     assert row["concurrency"] == 256
 
@@ -46,7 +57,9 @@ def test_server_rows_count_one_sequence_and_keep_their_rate(small_catalog):
 
 
 def test_70b_does_not_fit_on_l4(small_catalog):
-    row = build_features(query(gpu="NVIDIA L4", model="meta-llama/Llama-3.1-70B-Instruct"), small_catalog).iloc[0]
+    row = build_features(
+        query(gpu="NVIDIA L4", model="meta-llama/Llama-3.1-70B-Instruct"), small_catalog
+    ).iloc[0]
     # 24 GB - 141.2 GB
     assert row["free_memory_gb"] == pytest.approx(-117.2)
     assert row["fits_in_memory"] == 0.0
@@ -54,7 +67,9 @@ def test_70b_does_not_fit_on_l4(small_catalog):
 
 
 def test_tensor_parallel_divides_weights_and_step_time(small_catalog):
-    row = build_features(query(model="meta-llama/Llama-3.1-70B-Instruct", num_gpus=4), small_catalog).iloc[0]
+    row = build_features(
+        query(model="meta-llama/Llama-3.1-70B-Instruct", num_gpus=4), small_catalog
+    ).iloc[0]
     # 141.2e9 B / 4 GPUs
     assert row["weight_bytes_per_gpu"] == pytest.approx(35.3e9)
     # 141.2e9 B / (4 x 3.35e12 B/s) = 10.537 ms

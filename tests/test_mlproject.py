@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import yaml
-
 from conftest import REPO
+
 from wattgpu.cli import cli
 from wattgpu.config import Settings
 

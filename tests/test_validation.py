@@ -226,7 +226,9 @@ BROKEN = [
     ),
     pytest.param(
         "measurements",
-        lambda f: f.assign(itl_s=[np.nan, *f["itl_s"][1:]], mean_power_w=[np.nan, *f["mean_power_w"][1:]]),
+        lambda f: f.assign(
+            itl_s=[np.nan, *f["itl_s"][1:]], mean_power_w=[np.nan, *f["mean_power_w"][1:]]
+        ),
         ("expect_column_values_to_be_in_set", "has_measurement"),
         {"gpu": "NVIDIA H100 80GB HBM3", "model": "meta-llama/Llama-3.1-8B-Instruct"},
         id="row-without-power-or-itl-names-its-row",

@@ -22,6 +22,7 @@ class WattgpuGroup(click.Group):
     """A group that reports library errors as one line instead of a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a ``WattgpuError`` becomes a one-line ``ClickException``."""
         try:
             return super().invoke(ctx)
         except WattgpuError as exc:
@@ -87,11 +88,36 @@ def validate(ctx: click.Context, data: tuple[Path, ...], docs_dir: Path) -> None
 
 def _tune_options(func: Any) -> Any:
     options = [
-        click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True, help="Optuna trials in the study (a total: a resumed study runs only the missing ones)."),
-        click.option("--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Stop the study after this many seconds (0: no limit)."),
-        click.option("--storage", default=DEFAULT_OPTUNA_STORAGE, show_default=True, help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db."),
-        click.option("--study", default="", help="Optuna study name (default: wattgpu-TARGET-DATAHASH)."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler, the splits and CatBoost."),
+        click.option(
+            "--trials",
+            type=click.IntRange(min=1),
+            default=10,
+            show_default=True,
+            help="Optuna trials in the study (a total: a resumed study runs only the missing).",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0),
+            default=0.0,
+            show_default=True,
+            help="Stop the study after this many seconds (0: no limit).",
+        ),
+        click.option(
+            "--storage",
+            default=DEFAULT_OPTUNA_STORAGE,
+            show_default=True,
+            help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db.",
+        ),
+        click.option(
+            "--study", default="", help="Optuna study name (default: wattgpu-TARGET-DATAHASH)."
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Seed of the sampler, the splits and CatBoost.",
+        ),
         data_option,
     ]
     for option in reversed(options):
@@ -99,7 +125,16 @@ def _tune_options(func: Any) -> Any:
     return func
 
 
-def _run_tune(ctx: click.Context, target: str, trials: int, timeout: float, storage: str, study: str, seed: int, data: tuple[Path, ...]) -> None:
+def _run_tune(
+    ctx: click.Context,
+    target: str,
+    trials: int,
+    timeout: float,
+    storage: str,
+    study: str,
+    seed: int,
+    data: tuple[Path, ...],
+) -> None:
     from wattgpu.lifecycle import pipeline
     from wattgpu.modeling.evaluation import to_markdown
 
@@ -114,15 +149,29 @@ def _run_tune(ctx: click.Context, target: str, trials: int, timeout: float, stor
         seed=seed,
         launcher_run_id=ctx.obj["launcher_run_id"],
     )
-    click.echo(f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; run {result.run_id}")
+    click.echo(
+        f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
+        f"run {result.run_id}"
+    )
     click.echo(to_markdown(result.table))
 
 
 @cli.command()
-@click.option("--target", type=TARGET_CHOICE, required=True, help="What to predict: power (W) or itl (ms).")
+@click.option(
+    "--target", type=TARGET_CHOICE, required=True, help="What to predict: power (W) or itl (ms)."
+)
 @_tune_options
 @click.pass_context
-def tune(ctx: click.Context, target: str, trials: int, timeout: float, storage: str, study: str, seed: int, data: tuple[Path, ...]) -> None:
+def tune(
+    ctx: click.Context,
+    target: str,
+    trials: int,
+    timeout: float,
+    storage: str,
+    study: str,
+    seed: int,
+    data: tuple[Path, ...],
+) -> None:
     """Tune a CatBoost model with Optuna (objective: leave-one-GPU-out MdAPE), tracked in MLflow."""
     _run_tune(ctx, target, trials, timeout, storage, study, seed, data)
 
@@ -130,16 +179,38 @@ def tune(ctx: click.Context, target: str, trials: int, timeout: float, storage: 
 @cli.command(name="main")
 @_tune_options
 @click.pass_context
-def main_job(ctx: click.Context, trials: int, timeout: float, storage: str, study: str, seed: int, data: tuple[Path, ...]) -> None:
+def main_job(
+    ctx: click.Context,
+    trials: int,
+    timeout: float,
+    storage: str,
+    study: str,
+    seed: int,
+    data: tuple[Path, ...],
+) -> None:
     """The main job: validate, tune power, tune ITL, log everything."""
     for target in ("power", "itl"):
-        _run_tune(ctx, target, trials, timeout, storage, f"{study}-{target}" if study else "", seed, data)
+        _run_tune(
+            ctx, target, trials, timeout, storage, f"{study}-{target}" if study else "", seed, data
+        )
 
 
 @cli.command()
-@click.option("--run-id", default=None, help="A tuning run's id (default: the latest finished one of --target).")
-@click.option("--target", type=TARGET_CHOICE, default="power", show_default=True, help="Target whose latest run to show when no --run-id is given.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+@click.option(
+    "--run-id",
+    default=None,
+    help="A tuning run's id (default: the latest finished one of --target).",
+)
+@click.option(
+    "--target",
+    type=TARGET_CHOICE,
+    default="power",
+    show_default=True,
+    help="Target whose latest run to show when no --run-id is given.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True
+)
 @click.pass_context
 def evaluate(ctx: click.Context, run_id: str | None, target: str, fmt: str) -> None:
     """Print the evaluation table (model and baselines, CV/LOGO/LOLO x scenario) of a tuning run."""
@@ -159,8 +230,16 @@ def data() -> None:
 
 
 @data.command()
-@click.option("--output", type=click.Path(path_type=Path), default=Path("data/measurements/generated.csv"), show_default=True, help="CSV file to write.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the measurement noise.")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("data/measurements/generated.csv"),
+    show_default=True,
+    help="CSV file to write.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the measurement noise."
+)
 @click.pass_context
 def simulate(ctx: click.Context, output: Path, seed: int) -> None:
     """Generate a measurement set from the analytical model (marked as generated in `source`)."""

@@ -19,6 +19,7 @@ class Settings:
         data_dir: folder holding ``gpus.csv``, ``llms.csv`` and ``measurements/``.
         tracking_uri: MLflow tracking URI.
         optuna_storage: default Optuna storage URL.
+
     """
 
     data_dir: Path = field(default_factory=lambda: Path("data"))

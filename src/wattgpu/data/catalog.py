@@ -57,7 +57,9 @@ def normalise_name(name: str) -> str:
 
 def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame:
     if not Path(path).is_file():
-        raise DataError(f"{table} file not found: {path} (expected a CSV with columns {', '.join(required)})")
+        raise DataError(
+            f"{table} file not found: {path} (expected a CSV with columns {', '.join(required)})"
+        )
     try:
         frame = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
@@ -91,6 +93,7 @@ class Catalog:
     Attributes:
         gpus: one row per GPU, indexed by canonical name.
         llms: one row per LLM, indexed by Hugging Face id.
+
     """
 
     gpus: pd.DataFrame
@@ -116,7 +119,9 @@ class Catalog:
     def load(cls, gpus_csv: Path, llms_csv: Path) -> Catalog:
         """Read ``gpus.csv`` and ``llms.csv``."""
         gpus = _read_csv(gpus_csv, GPU_COLUMNS, "GPU catalogue")
-        llms = _read_csv(llms_csv, tuple(c for c in LLM_COLUMNS if c != "num_kv_layers"), "LLM catalogue")
+        llms = _read_csv(
+            llms_csv, tuple(c for c in LLM_COLUMNS if c != "num_kv_layers"), "LLM catalogue"
+        )
         return cls.from_frames(gpus, llms)
 
     def find_gpu(self, name: str) -> str | None:

@@ -46,6 +46,7 @@ def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
 
     Raises:
         DataError: a path does not exist, or a folder holds no CSV file.
+
     """
     files: list[Path] = []
     for raw in paths:
@@ -58,7 +59,9 @@ def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise DataError(f"measurement file not found: {path} (give a CSV file or a folder of them)")
+            raise DataError(
+                f"measurement file not found: {path} (give a CSV file or a folder of them)"
+            )
     return files
 
 
@@ -104,6 +107,7 @@ def resolve_names(frame: pd.DataFrame, catalog: Catalog) -> tuple[pd.DataFrame, 
     Returns:
         The rows that resolved (canonical names in ``gpu``/``model``, the originals in
         ``gpu_as_written``/``model_as_written``), and the rows that did not.
+
     """
     out = frame.copy()
     out["gpu_as_written"] = out["gpu"]

@@ -411,7 +411,8 @@ def simulate(
 
     Single GPU, engine vllm; offline at ``OFFLINE_BATCH_SIZES``, server at ``SERVER_RATES_RPS``
     (Poisson), each (GPU, LLM) pair at one of ``TOKEN_LENGTHS`` drawn at random (a size that
-    keeps a tuning trial's 28 leave-one-GPU-out fits to seconds); the model's values times log-normal noise
+    keeps a tuning trial's 28 leave-one-GPU-out fits to seconds); the model's values times
+    log-normal noise
     (``POWER_NOISE``, ``ITL_NOISE``), power never above TDP. ``source`` says the rows are
     generated; ``measured_at`` is blank.
 
@@ -429,7 +430,9 @@ def simulate(
     loads = [("offline", np.nan, float(b)) for b in OFFLINE_BATCH_SIZES]
     loads += [("server", float(r), np.nan) for r in SERVER_RATES_RPS]
     grid = pd.DataFrame(loads, columns=["scenario", "request_rate_rps", "batch_size"])
-    lengths = np.asarray(TOKEN_LENGTHS, dtype=float)[rng.integers(0, len(TOKEN_LENGTHS), len(pairs))]
+    lengths = np.asarray(TOKEN_LENGTHS, dtype=float)[
+        rng.integers(0, len(TOKEN_LENGTHS), len(pairs))
+    ]
     pairs = pairs.assign(input_tokens=lengths[:, 0], output_tokens=lengths[:, 1])
     rows = pairs.merge(grid, how="cross")
     rows["engine"] = "vllm"

@@ -310,7 +310,9 @@ def derive_measurement_checks(frame: pd.DataFrame, catalog: Catalog) -> pd.DataF
     out["model_resolves"] = canonical_llm.notna().astype(bool)
     tdp = pd.to_numeric(canonical_gpu.map(catalog.gpus["tdp_w"]), errors="coerce").astype(float)
     out["power_over_tdp"] = _numeric(out, "mean_power_w") / tdp
-    out["has_measurement"] = (_numeric(out, "mean_power_w").notna() | _numeric(out, "itl_s").notna()).astype(bool)
+    out["has_measurement"] = (
+        _numeric(out, "mean_power_w").notna() | _numeric(out, "itl_s").notna()
+    ).astype(bool)
     return out
 
 

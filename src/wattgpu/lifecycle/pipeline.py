@@ -57,9 +57,13 @@ def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData
     return TrainingData(catalog, files, measurements, digest)
 
 
-def validate(settings: Settings, data: TrainingData, docs_dir: Path | None) -> tuple[bool, str, list[Any]]:
+def validate(
+    settings: Settings, data: TrainingData, docs_dir: Path | None
+) -> tuple[bool, str, list[Any]]:
     """Run the three Great Expectations suites; return (success, printable report, reports)."""
-    reports = validation.validate_all(settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir)
+    reports = validation.validate_all(
+        settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir
+    )
     return all(r.success for r in reports), validation.format_reports(reports), reports
 
 
@@ -117,6 +121,7 @@ def tune(
     Raises:
         ValidationFailed: the data broke an expectation; the run is logged as FAILED with the
             report, and no model is logged.
+
     """
     check_target(target)
     data = load_data(settings, data_paths)
@@ -163,7 +168,13 @@ def tune(
                 ) from None
 
         rows = training_rows(target, data)
-        tracking.log_metrics({"rows_train": len(rows), "gpus_train": rows["gpu"].nunique(), "llms_train": rows["model"].nunique()})
+        tracking.log_metrics(
+            {
+                "rows_train": len(rows),
+                "gpus_train": rows["gpu"].nunique(),
+                "llms_train": rows["model"].nunique(),
+            }
+        )
 
         bar = tqdm(total=trials, desc=f"tune {target}", unit="trial", disable=not show_progress)
         study = tuning.run_study(
@@ -180,9 +191,16 @@ def tune(
         bar.close()
         params = tuning.best_params(study)
         tracking.log_params({f"best_{k}": v for k, v in params.items()})
-        tracking.log_metrics({"best_LOGO_mdape": study.best_value, "trials_completed": tuning.completed_trials(study)})
+        tracking.log_metrics(
+            {
+                "best_LOGO_mdape": study.best_value,
+                "trials_completed": tuning.completed_trials(study),
+            }
+        )
 
-        eval_bar = tqdm(total=len(SPLITS), desc=f"evaluate {target}", unit="split", disable=not show_progress)
+        eval_bar = tqdm(
+            total=len(SPLITS), desc=f"evaluate {target}", unit="split", disable=not show_progress
+        )
         table, oof = evaluate(target, rows, params, seed=seed, progress=lambda: eval_bar.update(1))
         eval_bar.close()
         tracking.log_frame(table, tracking.EVALUATION_CSV)
@@ -195,9 +213,15 @@ def tune(
         matrix = feature_matrix(rows)
         importance = model.get_feature_importance()
         for artifact, fig in (
-            ("plots/predicted_vs_measured_LOGO.png", plots.predicted_vs_measured(oof["LOGO"], target, "LOGO")),
+            (
+                "plots/predicted_vs_measured_LOGO.png",
+                plots.predicted_vs_measured(oof["LOGO"], target, "LOGO"),
+            ),
             ("plots/gpu_ranking_LOGO.png", plots.gpu_ranking(oof["LOGO"], target)),
-            ("plots/feature_importance.png", plots.feature_importance(list(matrix.columns), importance)),
+            (
+                "plots/feature_importance.png",
+                plots.feature_importance(list(matrix.columns), importance),
+            ),
         ):
             tracking.log_figure(fig, artifact)
             plots.close(fig)

@@ -1,4 +1,4 @@
-"""MLflow tracking: experiments, parent and nested runs, artifacts — one of the two MLflow importers."""
+"""MLflow tracking: experiments, parent and nested runs, artifacts (one of two MLflow importers)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def experiment_id(target: str) -> str:
         found = mlflow.get_experiment_by_name(name)
         return found.experiment_id if found else mlflow.create_experiment(name)
     except mlflow.exceptions.MlflowException as exc:
-        raise ConfigError(f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}") from None
+        raise ConfigError(
+            f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}"
+        ) from None
 
 
 @contextmanager
@@ -49,7 +51,10 @@ def parent_run(target: str, run_name: str, tags: dict[str, str]) -> Iterator[str
 
 def log_trial(number: int, params: dict[str, Any], metrics: dict[str, float]) -> None:
     """Log one Optuna trial as a run nested in the active parent run."""
-    with mlflow.start_run(run_name=f"trial-{number:03d}", nested=True):
+    # The parent's experiment, explicitly: under `mlflow run`, MLFLOW_EXPERIMENT_ID would win.
+    parent = mlflow.active_run()
+    experiment = parent.info.experiment_id if parent else None
+    with mlflow.start_run(run_name=f"trial-{number:03d}", nested=True, experiment_id=experiment):
         mlflow.log_params(params)
         mlflow.log_metrics({k: v for k, v in metrics.items() if pd.notna(v)})
         mlflow.set_tag("optuna.trial", str(number))
@@ -100,7 +105,9 @@ def log_catboost_model(model: Any, input_example: pd.DataFrame) -> str:
     from mlflow.models import infer_signature
 
     signature = infer_signature(input_example, model.predict(input_example))
-    info = mlflow.catboost.log_model(model, name="model", signature=signature, input_example=input_example)
+    info = mlflow.catboost.log_model(
+        model, name="model", signature=signature, input_example=input_example
+    )
     return info.model_uri
 
 
@@ -121,7 +128,10 @@ def latest_parent_run(target: str) -> str:
         output_format="list",
     )
     if not runs:
-        raise ModelNotFound(f"no finished tuning run for target {target!r}; run `wattgpu tune --target {target}` first")
+        raise ModelNotFound(
+            f"no finished tuning run for target {target!r}; "
+            f"run `wattgpu tune --target {target}` first"
+        )
     return runs[0].info.run_id
 
 
@@ -130,7 +140,9 @@ def get_run(run_id: str) -> Any:
     try:
         return MlflowClient().get_run(run_id)
     except mlflow.exceptions.MlflowException:
-        raise ModelNotFound(f"run {run_id!r} does not exist in {mlflow.get_tracking_uri()}") from None
+        raise ModelNotFound(
+            f"run {run_id!r} does not exist in {mlflow.get_tracking_uri()}"
+        ) from None
 
 
 def load_evaluation(run_id: str) -> pd.DataFrame:
@@ -138,9 +150,13 @@ def load_evaluation(run_id: str) -> pd.DataFrame:
     get_run(run_id)
     with tempfile.TemporaryDirectory() as folder:
         try:
-            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=EVALUATION_CSV, dst_path=folder)
+            path = mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=EVALUATION_CSV, dst_path=folder
+            )
         except (mlflow.exceptions.MlflowException, OSError):
-            raise ModelNotFound(f"run {run_id!r} has no evaluation table ({EVALUATION_CSV})") from None
+            raise ModelNotFound(
+                f"run {run_id!r} has no evaluation table ({EVALUATION_CSV})"
+            ) from None
         return pd.read_csv(path)
 
 

@@ -23,7 +23,7 @@ TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 def search_space(trial: optuna.Trial) -> dict[str, Any]:
     """The CatBoost hyperparameters a trial draws."""
     return {
-        "iterations": trial.suggest_int("iterations", 100, 600, step=50),
+        "iterations": trial.suggest_int("iterations", 100, 400, step=50),
         "depth": trial.suggest_int("depth", 4, 8),
         "learning_rate": trial.suggest_float("learning_rate", 0.02, 0.3, log=True),
         "l2_leaf_reg": trial.suggest_float("l2_leaf_reg", 0.5, 30.0, log=True),
@@ -36,6 +36,7 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
 
     Raises:
         ConfigError: the storage URL cannot be opened.
+
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -73,7 +74,12 @@ def make_objective(
         metrics = {f"{split}_mdape": value}
         for record in score(oof, "catboost", target, split):
             prefix = f"{split}_{record['scenario']}"
-            metrics.update({f"{prefix}_{k}": float(record[k]) for k in ("mdape", "pearson_r", "gpu_tau", "llm_tau")})
+            metrics.update(
+                {
+                    f"{prefix}_{k}": float(record[k])
+                    for k in ("mdape", "pearson_r", "gpu_tau", "llm_tau")
+                }
+            )
         if log_trial is not None:
             log_trial(trial.number, params, metrics)
         return value

@@ -7,23 +7,38 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling import models
 from wattgpu.modeling.baselines import BASELINES
 from wattgpu.modeling.metrics import summarise
 from wattgpu.modeling.splits import SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
-from wattgpu.data.measurements import SCENARIOS
 
-TABLE_COLUMNS = ("method", "target", "scenario", "split", "mdape", "pearson_r", "gpu_tau", "llm_tau", "n_rows")
+TABLE_COLUMNS = (
+    "method",
+    "target",
+    "scenario",
+    "split",
+    "mdape",
+    "pearson_r",
+    "gpu_tau",
+    "llm_tau",
+    "n_rows",
+)
 
 
 def out_of_fold(
-    target: str, frame: pd.DataFrame, split: str, params: dict[str, Any] | None = None, seed: int = 0
+    target: str,
+    frame: pd.DataFrame,
+    split: str,
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Predict every row with a model that never saw its fold's group.
 
     Returns:
         ``gpu``, ``model``, ``scenario``, ``true`` and ``pred`` (SI units) per row.
+
     """
     pred = np.full(len(frame), np.nan)
     for train, test in split_indices(frame, split, seed=seed):
@@ -61,7 +76,15 @@ def score(predictions: pd.DataFrame, method: str, target: str, split: str) -> li
         rows = predictions[predictions["scenario"] == scenario]
         if rows.empty:
             continue
-        records.append({"method": method, "target": target, "scenario": scenario, "split": split, **summarise(rows)})
+        records.append(
+            {
+                "method": method,
+                "target": target,
+                "scenario": scenario,
+                "split": split,
+                **summarise(rows),
+            }
+        )
     return records
 
 
@@ -80,6 +103,7 @@ def evaluate(
 
     Returns:
         The table (``TABLE_COLUMNS``) and the model's out-of-fold predictions per split.
+
     """
     method, _ = BASELINES[target]
     baseline = baseline_predictions(target, frame)
@@ -110,7 +134,12 @@ def to_markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in wide.iterrows():
         cells = list(key)
-        for metric, fmt in (("mdape", "{:.1f}"), ("pearson_r", "{:.3f}"), ("gpu_tau", "{:.2f}"), ("llm_tau", "{:.2f}")):
+        for metric, fmt in (
+            ("mdape", "{:.1f}"),
+            ("pearson_r", "{:.3f}"),
+            ("gpu_tau", "{:.2f}"),
+            ("llm_tau", "{:.2f}"),
+        ):
             for split in splits:
                 value = row.get((metric, split), np.nan)
                 cells.append("–" if pd.isna(value) else fmt.format(value))

@@ -96,8 +96,12 @@ def attach_specs(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     over the catalogue's; rows whose names are not in the catalogue keep only what they carry.
     """
     out = frame.copy()
-    gpu_specs = catalog.gpus.add_prefix("gpu_").drop(columns=["gpu_gpu", "gpu_aliases"], errors="ignore")
-    llm_specs = catalog.llms.add_prefix("llm_").drop(columns=["llm_model", "llm_aliases"], errors="ignore")
+    gpu_specs = catalog.gpus.add_prefix("gpu_").drop(
+        columns=["gpu_gpu", "gpu_aliases"], errors="ignore"
+    )
+    llm_specs = catalog.llms.add_prefix("llm_").drop(
+        columns=["llm_model", "llm_aliases"], errors="ignore"
+    )
     for key, specs in (("gpu", gpu_specs), ("model", llm_specs)):
         looked_up = specs.reindex(out[key].to_numpy())
         looked_up.index = out.index
@@ -161,7 +165,11 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     kv_layers = out.get("llm_num_kv_layers", out["llm_num_layers"])
     kv_layers = kv_layers.astype(float).fillna(out["llm_num_layers"].astype(float))
     out["kv_bytes_per_token"] = (
-        2.0 * out["llm_num_kv_heads"].astype(float) * out["llm_head_dim"].astype(float) * 2.0 * kv_layers
+        2.0
+        * out["llm_num_kv_heads"].astype(float)
+        * out["llm_head_dim"].astype(float)
+        * 2.0
+        * kv_layers
     )
     total_memory = out["gpu_memory_gb"].astype(float) * 1e9 * num_gpus
     out["free_memory_gb"] = (total_memory - out["weight_bytes"]) / 1e9
@@ -171,7 +179,9 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     max_seqs = (out["free_memory_gb"].clip(lower=0.0) * 1e9 * KV_CACHE_MEMORY_SHARE) / kv_per_seq
     out["max_concurrent_seqs"] = max_seqs.fillna(ENGINE_MAX_BATCH * 16).clip(upper=1e5)
     out["concurrency"] = concurrency(out)
-    out["clock_ratio"] = out["gpu_boost_clock_mhz"].astype(float) / out["gpu_base_clock_mhz"].astype(float)
+    out["clock_ratio"] = out["gpu_boost_clock_mhz"].astype(float) / out[
+        "gpu_base_clock_mhz"
+    ].astype(float)
     return out
 
 
@@ -194,7 +204,11 @@ def feature_matrix(frame: pd.DataFrame) -> pd.DataFrame:
         out[column] = values.astype("object").where(values.notna(), "missing").astype(str)
     for column in NUMERIC_FEATURES:
         values = frame[column] if column in frame.columns else np.nan
-        out[column] = pd.to_numeric(values, errors="coerce").astype(float) if column in frame.columns else np.nan
+        out[column] = (
+            pd.to_numeric(values, errors="coerce").astype(float)
+            if column in frame.columns
+            else np.nan
+        )
     return out
 
 

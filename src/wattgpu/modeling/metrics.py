@@ -43,6 +43,7 @@ def ranking_tau(frame: pd.DataFrame, item: str, groups: list[str], true: str, pr
 
     Returns:
         The mean tau over groups, or NaN when no group has two items.
+
     """
     means = frame.groupby([*groups, item], observed=True)[[true, pred]].mean().reset_index()
     taus = []

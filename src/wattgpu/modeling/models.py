@@ -26,7 +26,9 @@ def _pool(frame: pd.DataFrame, label: pd.Series | None = None) -> Pool:
     return Pool(feature_matrix(frame), label=label, cat_features=list(CATEGORICAL_FEATURES))
 
 
-def fit(target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0) -> CatBoostRegressor:
+def fit(
+    target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0
+) -> CatBoostRegressor:
     """Fit a CatBoost regressor for ``target`` on rows with features and measurements."""
     settings = {**DEFAULT_PARAMS, **FIXED_PARAMS, **(params or {})}
     model = CatBoostRegressor(

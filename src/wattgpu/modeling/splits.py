@@ -14,7 +14,9 @@ SPLITS = ("CV", "LOGO", "LOLO")
 CV_FOLDS = 5
 
 
-def split_indices(frame: pd.DataFrame, split: str, seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def split_indices(
+    frame: pd.DataFrame, split: str, seed: int = 0
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield (train, test) positional indices for ``split``.
 
     CV: 5 folds grouped by (model, GPU), so repeats of one configuration never straddle train and
@@ -30,7 +32,9 @@ def split_indices(frame: pd.DataFrame, split: str, seed: int = 0) -> Iterator[tu
     elif split in ("LOGO", "LOLO"):
         groups = frame["gpu" if split == "LOGO" else "model"].astype(str).to_numpy()
         if len(np.unique(groups)) < 2:
-            raise ConfigError(f"{split} needs at least 2 distinct groups; got {len(np.unique(groups))}")
+            raise ConfigError(
+                f"{split} needs at least 2 distinct groups; got {len(np.unique(groups))}"
+            )
         yield from LeaveOneGroupOut().split(frame, groups=groups)
     else:
         raise ConfigError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")

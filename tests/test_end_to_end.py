@@ -1,0 +1,163 @@
+"""Real MLflow (SQLite store in tmp), Optuna, CatBoost and GE — and the real `mlflow run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+from conftest import REPO
+from mlflow.tracking import MlflowClient
+
+from wattgpu.config import Settings
+from wattgpu.data.simulate import simulate
+from wattgpu.errors import ValidationFailed
+from wattgpu.lifecycle import pipeline
+
+pytestmark = pytest.mark.slow
+
+GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory, catalog) -> Path:
+    """Generated rows of five GPUs (about 270 rows): enough for LOGO, fast to fit."""
+    rows = simulate(catalog, seed=1)
+    path = tmp_path_factory.mktemp("data") / "small.csv"
+    rows[rows["gpu"].isin(GPUS)].to_csv(path, index=False)
+    return path
+
+
+def experiment_runs(uri: str, name: str) -> pd.DataFrame:
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.get_experiment_by_name(name)
+    assert experiment is not None, f"no experiment {name}"
+    return mlflow.search_runs([experiment.experiment_id])
+
+
+def test_mlflow_run_tune_entry_point(tmp_path, small_data):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "run",
+        str(REPO),
+        "-e",
+        "tune",
+        "--env-manager",
+        "local",
+        "-P",
+        "target=power",
+        "-P",
+        "trials=2",
+        "-P",
+        f"data={small_data}",
+        "-P",
+        f"storage=sqlite:///{tmp_path / 'optuna.db'}",
+    ]
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    runs = experiment_runs(uri, "wattgpu-power")
+    parents = runs[runs["tags.wattgpu.kind"] == "tuning"]
+    assert len(parents) == 1
+    parent = parents.iloc[0]
+    assert parent["status"] == "FINISHED"
+    trials = runs[runs["tags.mlflow.parentRunId"] == parent["run_id"]]
+    assert len(trials) == 2
+    assert trials["metrics.LOGO_mdape"].notna().all()
+    for metric in (
+        "best_LOGO_mdape",
+        "LOGO_offline_mdape",
+        "LOLO_server_mdape",
+        "CV_offline_gpu_tau",
+        "baseline_LOGO_server_mdape",
+    ):
+        assert pd.notna(parent[f"metrics.{metric}"]), metric
+    assert parent["params.data_hash"] and parent["tags.wattgpu.validation"] == "passed"
+
+    client = MlflowClient(uri)
+    artifacts = {
+        a.path
+        for folder in ("", "evaluation", "plots", "validation")
+        for a in client.list_artifacts(parent["run_id"], folder)
+    }
+    for expected in (
+        "evaluation/evaluation.csv",
+        "evaluation/evaluation.md",
+        "validation/report.txt",
+        "plots/predicted_vs_measured_LOGO.png",
+        "plots/gpu_ranking_LOGO.png",
+        "plots/feature_importance.png",
+    ):
+        assert expected in artifacts
+    table = pd.read_csv(
+        mlflow.artifacts.download_artifacts(
+            run_id=parent["run_id"],
+            artifact_path="evaluation/evaluation.csv",
+            dst_path=str(tmp_path),
+        )
+    )
+    assert set(table["method"]) == {"catboost", "load-scaled-tdp"}
+    assert set(table["split"]) == {"CV", "LOGO", "LOLO"} and set(table["scenario"]) == {
+        "offline",
+        "server",
+    }
+    model = mlflow.catboost.load_model(f"runs:/{parent['run_id']}/model")
+    assert model.tree_count_ > 0
+    # the run `mlflow run` opened points at ours
+    launcher = runs_of_default(uri)
+    assert parent["run_id"] in set(launcher["tags.wattgpu.power_run_id"].dropna())
+
+
+def runs_of_default(uri: str) -> pd.DataFrame:
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(search_all_experiments=True)
+
+
+def test_study_resumes_from_its_storage(tmp_path, small_data):
+    settings = Settings(
+        REPO / "data", f"sqlite:///{tmp_path / 'mlflow.db'}", f"sqlite:///{tmp_path / 'optuna.db'}"
+    )
+    first = pipeline.tune(settings, "itl", data_paths=[small_data], trials=1, show_progress=False)
+    second = pipeline.tune(settings, "itl", data_paths=[small_data], trials=2, show_progress=False)
+    runs = experiment_runs(settings.tracking_uri, "wattgpu-itl")
+    # the second job found trial 0 in the study and ran only trial 1
+    nested = runs[runs["tags.mlflow.parentRunId"] == second.run_id]
+    assert list(nested["tags.optuna.trial"]) == ["1"]
+    assert float(runs.set_index("run_id").loc[second.run_id, "metrics.trials_completed"]) == 2
+    assert first.run_id != second.run_id
+    assert second.best_value <= first.best_value
+
+
+def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_data):
+    bad = pd.read_csv(small_data)
+    bad.loc[0, "mean_power_w"] = 5000.0  # far above any TDP
+    path = tmp_path / "bad.csv"
+    bad.to_csv(path, index=False)
+    settings = Settings(
+        REPO / "data", f"sqlite:///{tmp_path / 'mlflow.db'}", f"sqlite:///{tmp_path / 'optuna.db'}"
+    )
+    with pytest.raises(ValidationFailed, match="power_over_tdp"):
+        pipeline.tune(settings, "power", data_paths=[path], trials=1, show_progress=False)
+    runs = experiment_runs(settings.tracking_uri, "wattgpu-power")
+    assert list(runs["status"]) == ["FAILED"]
+    run_id = runs.iloc[0]["run_id"]
+    paths = {
+        a.path for a in MlflowClient(settings.tracking_uri).list_artifacts(run_id, "validation")
+    }
+    assert "validation/report.txt" in paths
+    assert not MlflowClient(settings.tracking_uri).list_artifacts(run_id, "model")
