@@ -134,7 +134,7 @@ def _run_tune(
     study: str,
     seed: int,
     data: tuple[Path, ...],
-) -> None:
+) -> str:
     from wattgpu.lifecycle import pipeline
     from wattgpu.modeling.evaluation import to_markdown
 
@@ -154,6 +154,7 @@ def _run_tune(
         f"run {result.run_id}"
     )
     click.echo(to_markdown(result.table))
+    return result.run_id
 
 
 @cli.command()
@@ -178,6 +179,12 @@ def tune(
 
 @cli.command(name="main")
 @_tune_options
+@click.option(
+    "--register/--no-register",
+    default=True,
+    show_default=True,
+    help="Register both tuned models (alias challenger).",
+)
 @click.pass_context
 def main_job(
     ctx: click.Context,
@@ -187,12 +194,18 @@ def main_job(
     study: str,
     seed: int,
     data: tuple[Path, ...],
+    register: bool,
 ) -> None:
-    """The main job: validate, tune power, tune ITL, log everything."""
+    """The main job: validate, tune power, tune ITL, log everything, register both models."""
+    from wattgpu.lifecycle import registry
+
     for target in ("power", "itl"):
-        _run_tune(
+        run_id = _run_tune(
             ctx, target, trials, timeout, storage, f"{study}-{target}" if study else "", seed, data
         )
+        if register:
+            version = registry.register(target, run_id)
+            click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
 
 
 @cli.command()
@@ -224,9 +237,224 @@ def evaluate(ctx: click.Context, run_id: str | None, target: str, fmt: str) -> N
     click.echo(table.to_csv(index=False) if fmt == "csv" else to_markdown(table))
 
 
+@cli.command()
+@click.option("--target", type=TARGET_CHOICE, required=True, help="Which model to register.")
+@click.option(
+    "--run-id",
+    default="",
+    help="Tuning run whose model to register (default: the latest finished one).",
+)
+@click.pass_context
+def register(ctx: click.Context, target: str, run_id: str | None) -> None:
+    """Register a tuning run's model as wattgpu-TARGET, alias challenger."""
+    from wattgpu.lifecycle import registry, tracking
+
+    tracking.configure(_settings(ctx).tracking_uri)
+    version = registry.register(target, run_id or None)
+    click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
+
+
+@cli.command()
+@click.argument("target", type=TARGET_CHOICE)
+@click.option(
+    "--version",
+    "version",
+    type=click.IntRange(min=1),
+    required=True,
+    help="Model version to promote.",
+)
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(["staging", "production"]),
+    required=True,
+    help="Alias (and stage) to move.",
+)
+@click.option("--force", is_flag=True, help="Promote even when the quality gate refuses.")
+@click.pass_context
+def promote(ctx: click.Context, target: str, version: int, to: str, force: bool) -> None:
+    """Promote a model version, behind the LOGO-MdAPE quality gate."""
+    from wattgpu.lifecycle import registry, tracking
+
+    tracking.configure(_settings(ctx).tracking_uri)
+    done = registry.promote(target, version, to, force=force)
+    line = f"{registry.model_name(target)} v{done.version} -> {to} "
+    line += f"(LOGO MdAPE {done.candidate_mdape:.2f} %"
+    if done.production_mdape is not None:
+        line += f"; production had {done.production_mdape:.2f} %"
+    line += ", forced)" if done.forced else ")"
+    if done.previous_production is not None:
+        line += f"; v{done.previous_production} archived"
+    click.echo(line)
+
+
+@cli.command(name="models")
+@click.option(
+    "--target", type=click.Choice(["power", "itl", "all"]), default="all", show_default=True
+)
+@click.pass_context
+def list_models(ctx: click.Context, target: str) -> None:
+    """List registered model versions with aliases, stage, creation time and key metrics."""
+    import pandas as pd
+
+    from wattgpu.lifecycle import registry, tracking
+
+    tracking.configure(_settings(ctx).tracking_uri)
+    targets = ("power", "itl") if target == "all" else (target,)
+    table = pd.concat([registry.list_versions(t) for t in targets], ignore_index=True)
+    if table.empty:
+        click.echo("no registered models; run `wattgpu main` or `wattgpu register --target power`")
+        return
+    click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+
+
+@cli.command()
+@click.option("--target", type=TARGET_CHOICE, default="power", show_default=True)
+@click.option("--alias", default="production", show_default=True, help="Registry alias to serve.")
+@click.option("--port", type=click.IntRange(1, 65535), default=5001, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.pass_context
+def serve(ctx: click.Context, target: str, alias: str, port: int, host: str) -> None:
+    """Serve a registered model with MLflow's REST model server (POST /invocations)."""
+    import shutil
+    import sys
+
+    from wattgpu.lifecycle import registry, tracking
+
+    settings = _settings(ctx)
+    tracking.configure(settings.tracking_uri)
+    uri = registry.model_uri(target, alias)
+    mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri
+    # uvicorn is exec'd by name: the environment's bin/ must be on PATH
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    click.echo(f"serving {uri} on http://{host}:{port}/invocations", err=True)
+    os.execv(
+        mlflow_bin,
+        [
+            mlflow_bin,
+            "models",
+            "serve",
+            "-m",
+            uri,
+            "--env-manager",
+            "local",
+            "-p",
+            str(port),
+            "-h",
+            host,
+        ],
+    )
+
+
+@cli.command()
+@click.option("--gpu", help="GPU name or alias (e.g. 'NVIDIA H100 PCIe').")
+@click.option("--model", "llm", help="LLM id (e.g. meta-llama/Llama-3.1-8B-Instruct).")
+@click.option(
+    "--scenario", type=click.Choice(["offline", "server"]), default="server", show_default=True
+)
+@click.option("--rate", type=float, default=None, help="Server request rate, requests/s.")
+@click.option(
+    "--batch-size",
+    type=float,
+    default=None,
+    help="Offline batch size (default: the engine's choice).",
+)
+@click.option("--input-tokens", type=float, default=None, help="Mean prompt length (default 512).")
+@click.option("--output-tokens", type=float, default=None, help="Mean output length (default 256).")
+@click.option("--engine", default=None, help="Serving engine (default vllm).")
+@click.option(
+    "--num-gpus", type=float, default=None, help="GPUs the model is sharded over (default 1)."
+)
+@click.option(
+    "--input",
+    "input_csv",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV of query rows (the REST columns) instead of the options above.",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the predictions to this CSV.",
+)
+@click.option(
+    "--target", type=click.Choice(["power", "itl", "both"]), default="both", show_default=True
+)
+@click.option("--alias", default="production", show_default=True, help="Registry alias to load.")
+@click.option(
+    "--url", default=None, help="Ask a running model server instead (needs --target power or itl)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+)
+@click.pass_context
+def predict(
+    ctx: click.Context,
+    gpu,
+    llm,
+    scenario,
+    rate,
+    batch_size,
+    input_tokens,
+    output_tokens,
+    engine,
+    num_gpus,
+    input_csv,
+    output,
+    target,
+    alias,
+    url,
+    fmt,
+) -> None:  # noqa: ANN001
+    """Predict power (W) and/or ITL (ms) for one query or a CSV of queries."""
+    import pandas as pd
+
+    from wattgpu.lifecycle import client as predict_client
+
+    if input_csv is not None:
+        queries = predict_client.read_queries(input_csv)
+    else:
+        if not gpu or not llm:
+            raise click.UsageError("give --gpu and --model, or --input QUERIES.csv")
+        queries = pd.DataFrame(
+            [
+                {
+                    "gpu": gpu,
+                    "model": llm,
+                    "scenario": scenario,
+                    "request_rate_rps": rate,
+                    "batch_size": batch_size,
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                    "engine": engine,
+                    "num_gpus": num_gpus,
+                }
+            ]
+        ).dropna(axis=1)
+    if url and target == "both":
+        raise click.UsageError("--url serves one model: give --target power or --target itl")
+    targets = ("power", "itl") if target == "both" else (target,)
+    answers = predict_client.predict(_settings(ctx), queries, targets, alias=alias, url=url)
+    if output is not None:
+        answers.to_csv(output, index=False)
+        click.echo(f"wrote {len(answers)} predictions to {output}")
+    elif fmt == "json":
+        click.echo(answers.to_json(orient="records", indent=2))
+    elif fmt == "csv":
+        click.echo(answers.to_csv(index=False), nl=False)
+    else:
+        click.echo(answers.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+
+
 @cli.group(cls=WattgpuGroup)
 def data() -> None:
-    """Data sets: generate the analytical one."""
+    """Data sets: generate the analytical one, import and fetch public ones."""
 
 
 @data.command()
@@ -251,6 +479,16 @@ def simulate(ctx: click.Context, output: Path, seed: int) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     rows = write_simulated(output, catalog, seed=seed)
     click.echo(f"wrote {rows} generated rows to {output}")
+
+
+def _register_data_commands() -> None:
+    from wattgpu.cli_data import fetch_command, import_command
+
+    data.add_command(import_command)
+    data.add_command(fetch_command)
+
+
+_register_data_commands()
 
 
 def main() -> None:

@@ -38,3 +38,19 @@ class ValidationFailed(DataError):
 
 class ModelNotFound(WattgpuError):
     """A run, model or model version that was asked for does not exist."""
+
+
+class QueryError(WattgpuError):
+    """A prediction query (a CLI option, a CSV row or a REST row) is invalid.
+
+    Attributes:
+        field: the column or option at fault.
+        row: the 0-based row of the batch, or ``None`` when the whole query is at fault.
+
+    """
+
+    def __init__(self, message: str, field: str | None = None, row: int | None = None) -> None:
+        where = f"row {row}: " if row is not None else ""
+        super().__init__(f"{where}{message}")
+        self.field = field
+        self.row = row

@@ -136,18 +136,19 @@ class Catalog:
         """Return the canonical GPU name, or raise ``UnknownNameError`` with close matches."""
         found = self.find_gpu(name)
         if found is None:
-            raise UnknownNameError("GPU", name, self._suggest(name, self.gpus))
+            raise UnknownNameError("GPU", name, self.suggest(name, self.gpus))
         return found
 
     def resolve_llm(self, name: str) -> str:
         """Return the canonical LLM id, or raise ``UnknownNameError`` with close matches."""
         found = self.find_llm(name)
         if found is None:
-            raise UnknownNameError("LLM", name, self._suggest(name, self.llms))
+            raise UnknownNameError("LLM", name, self.suggest(name, self.llms))
         return found
 
     @staticmethod
-    def _suggest(name: str, table: pd.DataFrame, n: int = 3) -> list[str]:
+    def suggest(name: str, table: pd.DataFrame, n: int = 3) -> list[str]:
+        """Up to ``n`` canonical names whose name or alias is closest to ``name``."""
         candidates = {str(c): str(c) for c in table.index}
         for canonical, aliases in zip(table.index, table["aliases"].fillna(""), strict=True):
             for alias in str(aliases).split("|"):

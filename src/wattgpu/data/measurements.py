@@ -25,6 +25,11 @@ OPTIONAL_COLUMNS = (
     "energy_per_token_j",
     "source",
     "measured_at",
+    # Which per-request ITL statistic `itl_s` is (e.g. "mean TPOT", "median ITL"); `itl_s` is
+    # always the time between two tokens of one request.
+    "itl_kind",
+    # Wall time / all output tokens of the deployment (the WattGPU paper's *offline* "ITL").
+    "inv_throughput_s_per_tok",
 )
 SCENARIOS = ("offline", "server")
 NUMERIC_COLUMNS = (
@@ -38,6 +43,7 @@ NUMERIC_COLUMNS = (
     "ttft_s",
     "throughput_tok_s",
     "energy_per_token_j",
+    "inv_throughput_s_per_tok",
 )
 
 

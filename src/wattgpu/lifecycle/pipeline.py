@@ -14,17 +14,20 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from wattgpu import __version__
 from wattgpu.config import Settings
 from wattgpu.data import validation
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
 from wattgpu.errors import DataError, ValidationFailed
-from wattgpu.lifecycle import plots, tracking, tuning
+from wattgpu.lifecycle import plots, pyfunc, tracking, tuning
 from wattgpu.modeling import models
+from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features, feature_matrix
 from wattgpu.modeling.splits import SPLITS
 from wattgpu.modeling.targets import check_target, rows_with_target
+from wattgpu.modeling.uncertainty import COVERAGE, held_out_gpu_coverage, interval_quantiles
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,25 @@ def tune(
         ):
             tracking.log_figure(fig, artifact)
             plots.close(fig)
-        tracking.log_catboost_model(model, matrix.head(5))
+        logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
+        metadata = {
+            "target": target,
+            "params": params,
+            "data_hash": data.data_hash,
+            "logo_mdape": float(study.best_value),
+            "logo_mdape_by_scenario": dict(
+                zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
+            ),
+            "interval_coverage_nominal": COVERAGE,
+            "interval_quantiles": interval_quantiles(oof["LOGO"]),
+            "domain": training_domain(rows),
+            "wattgpu_version": __version__,
+        }
+        coverage = held_out_gpu_coverage(oof["LOGO"])
+        metadata["interval_coverage_held_out_gpu"] = coverage
+        tracking.log_metrics({"interval_coverage_held_out_gpu": coverage})
+        tracking.log_dict(metadata, "model_metadata.json")
+        tracking.set_tags({"wattgpu.model_uri": pyfunc.log_pyfunc(model, data.catalog, metadata)})
         tracking.set_tags({"wattgpu.machine": platform.platform()})
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})

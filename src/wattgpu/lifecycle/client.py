@@ -1,0 +1,96 @@
+"""Asking for predictions: from the registry in this process, or from a running model server."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+
+from wattgpu.config import Settings
+from wattgpu.errors import ConfigError, DataError, QueryError
+from wattgpu.lifecycle import registry, tracking
+
+ANSWER_COLUMNS = ("prediction", "lower", "upper")
+
+
+def read_queries(path: Path) -> pd.DataFrame:
+    """Query rows from a CSV with the REST request's columns."""
+    if not Path(path).is_file():
+        raise DataError(
+            f"query file not found: {path} (a CSV with columns gpu, model, scenario, ...)"
+        )
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"query file {path} is not a readable CSV: {exc}") from None
+
+
+def ask_server(url: str, queries: pd.DataFrame, timeout: float = 60.0) -> pd.DataFrame:
+    """POST the queries to a model server's ``/invocations``; a 400 becomes a ``QueryError``."""
+    endpoint = url.rstrip("/")
+    if not endpoint.endswith("/invocations"):
+        endpoint += "/invocations"
+    body = json.dumps({"dataframe_split": json.loads(queries.to_json(orient="split", index=False))})
+    request = urllib.request.Request(endpoint, body.encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            payload = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(detail).get("message", detail)
+        except json.JSONDecodeError:
+            pass
+        if exc.code == 400:
+            raise QueryError(str(detail)) from None
+        raise ConfigError(
+            f"model server at {endpoint} answered HTTP {exc.code}: {detail[:300]}"
+        ) from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"cannot reach the model server at {endpoint}: {reason}") from None
+    return pd.DataFrame(payload["predictions"])
+
+
+def predict(
+    settings: Settings,
+    queries: pd.DataFrame,
+    targets: tuple[str, ...],
+    alias: str = "production",
+    url: str | None = None,
+) -> pd.DataFrame:
+    """Answer queries for one or both targets; with two, one wide row per query."""
+    answers = {}
+    for target in targets:
+        if url:
+            answers[target] = ask_server(url, queries)
+        else:
+            tracking.configure(settings.tracking_uri)
+            answers[target] = predict_frame(registry.load(target, alias), queries)
+    if len(targets) == 1:
+        return answers[targets[0]]
+    power, itl = answers["power"], answers["itl"]
+    wide = power[["gpu", "model", "scenario"]].copy()
+    for target, frame, unit in (("power", power, "w"), ("itl", itl, "ms")):
+        for column in ANSWER_COLUMNS:
+            wide[f"{target}_{column}_{unit}"] = frame[column].to_numpy()
+    wide["warnings"] = [
+        "; ".join(dict.fromkeys(w for w in (a, b) if w))
+        for a, b in zip(power["warnings"], itl["warnings"], strict=True)
+    ]
+    return wide
+
+
+def predict_frame(model, queries: pd.DataFrame) -> pd.DataFrame:  # noqa: ANN001
+    """Run a loaded pyfunc model, turning its 400-style errors back into ``QueryError``."""
+    from mlflow.exceptions import MlflowException
+
+    # The signature types every number as double and MLflow refuses to cast int64 silently.
+    queries = queries.apply(lambda c: c.astype(float) if pd.api.types.is_integer_dtype(c) else c)
+    try:
+        return model.predict(queries)
+    except MlflowException as exc:
+        raise QueryError(exc.message) from None

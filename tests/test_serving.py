@@ -1,0 +1,368 @@
+"""Registry, promotion gate and the real MLflow model server over HTTP — no mocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import mlflow
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+from mlflow.tracking import MlflowClient
+
+from wattgpu.cli import cli
+from wattgpu.config import Settings
+from wattgpu.data.simulate import simulate
+from wattgpu.errors import ConfigError, ModelNotFound
+from wattgpu.lifecycle import pipeline, registry, tracking
+
+pytestmark = pytest.mark.slow
+
+GPUS = [
+    "NVIDIA Tesla T4",
+    "NVIDIA L4",
+    "NVIDIA A100 SXM4 80GB",
+    "NVIDIA H100 SXM5",
+    "NVIDIA A10G",
+    "NVIDIA H100 PCIe",
+]
+H100_8B = {
+    "gpu": "NVIDIA H100 SXM5",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "scenario": "offline",
+    "batch_size": 32,
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, catalog):
+    """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production."""
+    root = tmp_path_factory.mktemp("store")
+    rows = simulate(catalog, seed=2)
+    data = root / "small.csv"
+    rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
+    settings = Settings(
+        REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+    )
+    runs = {
+        t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
+        for t in ("power", "itl")
+    }
+    tracking.configure(settings.tracking_uri)
+    for target in ("power", "itl"):
+        assert registry.register(target) == 1
+        registry.promote(target, 1, "production")
+    return {"root": root, "settings": settings, "runs": runs}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    port = free_port()
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": store["settings"].tracking_uri,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "models",
+        "serve",
+        "-m",
+        "models:/wattgpu-power@production",
+        "--env-manager",
+        "local",
+        "-p",
+        str(port),
+        "-h",
+        "127.0.0.1",
+    ]
+    log = open(store["root"] / "server.log", "w")  # noqa: SIM115
+    process = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+        assert process.poll() is None, (store["root"] / "server.log").read_text()[-2000:]
+    else:
+        pytest.fail(
+            "model server did not start: " + (store["root"] / "server.log").read_text()[-2000:]
+        )
+    yield url
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=30)
+    log.close()
+
+
+def post(url: str, payload) -> httpx.Response:
+    body = payload if isinstance(payload, str) else json.dumps(payload)
+    return httpx.post(
+        f"{url}/invocations", content=body, headers={"Content-Type": "application/json"}, timeout=60
+    )
+
+
+def test_server_answers_records_and_split(server):
+    records = [
+        H100_8B,
+        {**H100_8B, "gpu": "NVIDIA L4"},
+        {"gpu": "NVIDIA L4", "model": "meta-llama/Llama-3.1-70B-Instruct", "scenario": "offline"},
+        {
+            "gpu": "NVIDIA H100 PCIe",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "scenario": "server",
+            "request_rate_rps": 0.5,
+        },
+    ]
+    response = post(server, {"dataframe_records": records})
+    assert response.status_code == 200, response.text
+    rows = pd.DataFrame(response.json()["predictions"])
+    assert (rows["unit"] == "W").all()
+    assert rows["prediction"].between(10, 1500).all()
+    assert (rows["lower"] <= rows["prediction"]).all() and (
+        rows["prediction"] <= rows["upper"]
+    ).all()
+    h100, l4, big, _ = rows.to_dict("records")
+    assert h100["prediction"] > l4["prediction"]
+    assert "does not fit" in big["warnings"] and h100["warnings"] == ""
+    split = pd.DataFrame(records[:2]).to_dict(orient="split", index=False)
+    again = post(server, {"dataframe_split": split})
+    assert again.status_code == 200
+    assert [r["prediction"] for r in again.json()["predictions"]] == pytest.approx(
+        [h100["prediction"], l4["prediction"]]
+    )
+
+
+def test_unseen_gpu_described_by_specs(server):
+    spec = {
+        "gpu": "Imaginary X100",
+        "gpu_memory_bandwidth_gb_s": 2500.0,
+        "gpu_fp16_tensor_tflops": 600.0,
+        "gpu_tdp_w": 500.0,
+        "gpu_memory_gb": 96.0,
+    }
+    response = post(server, {"dataframe_records": [{**H100_8B, **spec}]})
+    assert response.status_code == 200, response.text
+    answer = response.json()["predictions"][0]
+    assert 20 < answer["prediction"] <= 600 and "described by its specs" in answer["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field_text"),
+    [
+        (
+            {"dataframe_records": [{**H100_8B, "gpu": "NVIDIA H100 SMX5"}]},
+            "closest: NVIDIA H100 SXM5",
+        ),
+        ({"dataframe_records": [{"gpu": "NVIDIA L4", "model": "gpt2"}]}, "scenario"),
+        ({"dataframe_records": [{**H100_8B, "batch_size": "lots"}]}, "batch_size"),
+        ({"dataframe_records": [{**H100_8B, "batch_size": -4}]}, "batch_size must be at least 1"),
+        (
+            {"dataframe_records": [{**H100_8B, "scenario": "batch"}]},
+            "scenario must be one of offline, server",
+        ),
+        (
+            {"dataframe_records": [{**H100_8B, "scenario": "server", "request_rate_rps": None}]},
+            "request_rate_rps",
+        ),
+        ({"dataframe_records": []}, "empty"),
+        (
+            {"dataframe_records": [H100_8B, H100_8B, {**H100_8B, "scenario": "??"}]},
+            "row 2: scenario",
+        ),
+        ('{"dataframe_records": [', None),
+        ({"dataframe_records": [{**H100_8B, "input_tokens": 1e400}]}, None),
+    ],
+)
+def test_bad_payloads_get_400_naming_the_field(server, payload, field_text):
+    response = post(server, payload)
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert "stack_trace" not in body and "Traceback" not in response.text
+    if field_text:
+        assert field_text in body["message"]
+
+
+def test_pyfunc_loads_and_predicts_without_the_repository(store, tmp_path):
+    uri = tracking.get_run(store["runs"]["itl"]).data.tags["wattgpu.model_uri"]
+    local = mlflow.artifacts.download_artifacts(uri, dst_path=str(tmp_path))
+    script = f"""
+import sys
+sys.path = [p for p in sys.path if "{REPO}" not in p]
+sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+import mlflow.pyfunc, pandas as pd
+model = mlflow.pyfunc.load_model({local!r})
+out = model.predict(pd.DataFrame([{{**{H100_8B!r}, "batch_size": 32.0}}]))
+import wattgpu
+print(wattgpu.__file__)
+print(out.loc[0, "prediction"], out.loc[0, "unit"])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    module_path, answer = done.stdout.strip().splitlines()[-2:]
+    assert module_path.startswith(str(tmp_path)), module_path
+    value, unit = answer.split()
+    assert unit == "ms" and 1.0 < float(value) < 500.0
+
+
+def test_promotion_gate_both_ways(store):
+    client = MlflowClient(store["settings"].tracking_uri)
+    production = float(client.get_model_version("wattgpu-power", "1").tags[registry.GATE_TAG])
+    worse = registry.register("power", store["runs"]["power"])
+    better = registry.register("power", store["runs"]["power"])
+    client.set_model_version_tag(
+        "wattgpu-power", str(worse), registry.GATE_TAG, str(production + 5)
+    )
+    client.set_model_version_tag(
+        "wattgpu-power", str(better), registry.GATE_TAG, str(production - 1)
+    )
+    with pytest.raises(
+        registry.PromotionRefused, match=f"worse than production v1's {production:.2f} %"
+    ):
+        registry.promote("power", worse, "production")
+    assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == "1"
+    assert (
+        "refused"
+        in client.get_model_version("wattgpu-power", str(worse)).tags[
+            "wattgpu.promotion.production"
+        ]
+    )
+    done = registry.promote("power", better, "production")
+    assert done.previous_production == 1
+    assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == str(
+        better
+    )
+    assert client.get_model_version("wattgpu-power", "1").current_stage == "Archived"
+    assert "replaced by" in client.get_model_version("wattgpu-power", "1").tags["wattgpu.archived"]
+    forced = registry.promote("power", worse, "production", force=True)
+    assert forced.forced and str(
+        client.get_model_version_by_alias("wattgpu-power", "production").version
+    ) == str(worse)
+    staging = registry.promote("power", better, "staging")
+    assert (
+        str(client.get_model_version_by_alias("wattgpu-power", "staging").version) == str(better)
+        and staging.stage == "staging"
+    )
+
+
+def test_bad_promotions_change_nothing(store):
+    client = MlflowClient(store["settings"].tracking_uri)
+    before = client.get_model_version_by_alias("wattgpu-itl", "production").version
+    with pytest.raises(ModelNotFound, match="has no version 99"):
+        registry.promote("itl", 99, "production")
+    with pytest.raises(ConfigError, match="stage must be one of staging, production"):
+        registry.promote("itl", 1, "prod")
+    assert client.get_model_version_by_alias("wattgpu-itl", "production").version == before
+
+
+def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["models"])
+    assert (
+        listed.exit_code == 0 and "wattgpu-itl" in listed.output and "production" in listed.output
+    )
+    answer = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--gpu",
+            "H100",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--scenario",
+            "offline",
+            "--batch-size",
+            "32",
+            "--format",
+            "json",
+        ],
+    )
+    assert answer.exit_code == 0, answer.output
+    record = json.loads(answer.output)[0]
+    assert record["power_prediction_w"] > 0 and record["itl_prediction_ms"] > 0
+    queries = tmp_path / "q.csv"
+    pd.DataFrame([H100_8B, {**H100_8B, "gpu": "NVIDIA L4"}]).to_csv(queries, index=False)
+    written = runner.invoke(
+        cli, ["predict", "--input", str(queries), "--output", str(tmp_path / "out.csv")]
+    )
+    assert written.exit_code == 0, written.output
+    assert len(pd.read_csv(tmp_path / "out.csv")) == 2
+    bad = runner.invoke(
+        cli, ["predict", "--gpu", "H100 SMX", "--model", "gpt2", "--scenario", "offline"]
+    )
+    assert (
+        bad.exit_code == 1
+        and "closest: NVIDIA H100 SXM5" in bad.output
+        and "Traceback" not in bad.output
+    )
+    missing = runner.invoke(cli, ["promote", "itl", "--version", "42", "--to", "production"])
+    assert missing.exit_code == 1 and "wattgpu-itl has no version 42" in missing.output
+
+
+def test_predict_from_a_running_server(server, store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
+    runner = CliRunner()
+    good = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--gpu",
+            "L4",
+            "--model",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "--scenario",
+            "server",
+            "--rate",
+            "1",
+            "--target",
+            "power",
+            "--url",
+            server,
+            "--format",
+            "csv",
+        ],
+    )
+    assert good.exit_code == 0, good.output
+    assert "prediction" in good.output.splitlines()[0]
+    bad = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--gpu",
+            "L4",
+            "--model",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "--scenario",
+            "server",
+            "--target",
+            "power",
+            "--url",
+            server,
+        ],
+    )
+    assert bad.exit_code == 1 and "request_rate_rps" in bad.output
