@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -10,9 +11,7 @@ import pytest
 from wattgpu.data.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = Path(
-    __import__("os").environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference")
-)
+REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
 
 
 def gpu_row(name: str, **overrides: object) -> dict:
@@ -103,6 +102,16 @@ def small_catalog() -> Catalog:
         ]
     )
     return Catalog.from_frames(gpus, llms)
+
+
+@pytest.fixture(scope="session")
+def reference() -> Path:
+    """The real reference measurements; missing is a failure in CI, a skip elsewhere."""
+    if not (REFERENCE / "mlenergy" / "measurements.csv").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI: the reference measurements are missing at {REFERENCE}")
+        pytest.skip(f"reference measurements not found at {REFERENCE}")
+    return REFERENCE
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 import pandas as pd
 import pytest
-from conftest import REFERENCE, gpu_row, llm_row
+from conftest import gpu_row, llm_row
 
 from wattgpu.data.catalog import Catalog, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
@@ -51,8 +51,10 @@ def test_nvidia_smi_names_mean_the_right_variant(catalog):
     assert catalog.gpus.loc[catalog.resolve_gpu("NVIDIA A100-PCIE-40GB"), "tdp_w"] == 250
 
 
-def test_every_reference_name_resolves(catalog):
-    for path in sorted(REFERENCE.glob("*/measurements.csv")):
+def test_every_reference_name_resolves(catalog, reference):
+    paths = sorted(reference.glob("*/measurements.csv"))
+    assert len(paths) == 2
+    for path in paths:
         frame = pd.read_csv(path, low_memory=False)
         for name in frame["gpu"].unique():
             assert catalog.find_gpu(name), f"{path.parent.name}: GPU {name!r}"

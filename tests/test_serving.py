@@ -209,7 +209,7 @@ def test_pyfunc_loads_and_predicts_without_the_repository(store, tmp_path):
     local = mlflow.artifacts.download_artifacts(uri, dst_path=str(tmp_path))
     script = f"""
 import sys
-sys.path = [p for p in sys.path if "{REPO}" not in p]
+sys.path = [p for p in sys.path if not p.startswith("{REPO / "src"}") and p not in ("", "{REPO}")]
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 import mlflow.pyfunc, pandas as pd
 model = mlflow.pyfunc.load_model({local!r})

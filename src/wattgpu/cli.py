@@ -481,14 +481,17 @@ def simulate(ctx: click.Context, output: Path, seed: int) -> None:
     click.echo(f"wrote {rows} generated rows to {output}")
 
 
-def _register_data_commands() -> None:
+def _register_commands() -> None:
+    """Attach the commands that live in their own modules."""
     from wattgpu.cli_data import fetch_command, import_command
+    from wattgpu.cli_recommend import recommend_command
 
     data.add_command(import_command)
     data.add_command(fetch_command)
+    cli.add_command(recommend_command)
 
 
-_register_data_commands()
+_register_commands()
 
 
 def main() -> None:

@@ -111,6 +111,11 @@ class Catalog:
         if "num_kv_layers" not in llms.columns:
             llms["num_kv_layers"] = llms["num_layers"]
         catalog = cls(gpus.set_index("gpu", drop=False), llms.set_index("model", drop=False))
+        # the spec tables as features want them (gpu_*, llm_*), prefixed once, not per query
+        gpu_specs = catalog.gpus.drop(columns=["gpu", "aliases"]).add_prefix("gpu_")
+        llm_specs = catalog.llms.drop(columns=["model", "aliases"]).add_prefix("llm_")
+        object.__setattr__(catalog, "gpu_specs", gpu_specs)
+        object.__setattr__(catalog, "llm_specs", llm_specs)
         object.__setattr__(catalog, "_gpu_index", _alias_index(gpus, "gpu", "gpus"))
         object.__setattr__(catalog, "_llm_index", _alias_index(llms, "model", "llms"))
         return catalog

@@ -180,3 +180,24 @@ def end_failed() -> None:
 def dumps(data: Any) -> str:
     """JSON text for tags and params."""
     return json.dumps(data, sort_keys=True, default=str)
+
+
+RECOMMEND_EXPERIMENT = "wattgpu-recommend"
+
+
+@contextmanager
+def recommendation_run(run_name: str, tags: dict[str, str]) -> Iterator[str]:
+    """Start a run in experiment ``wattgpu-recommend`` (created on first use); yields its id."""
+    try:
+        found = mlflow.get_experiment_by_name(RECOMMEND_EXPERIMENT)
+        experiment = (
+            found.experiment_id
+            if found
+            else mlflow.create_experiment(RECOMMEND_EXPERIMENT, _artifact_root())
+        )
+    except mlflow.exceptions.MlflowException as exc:
+        raise ConfigError(
+            f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}"
+        ) from None
+    with mlflow.start_run(experiment_id=experiment, run_name=run_name, tags=tags) as run:
+        yield run.info.run_id

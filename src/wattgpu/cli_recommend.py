@@ -1,0 +1,310 @@
+"""``wattgpu recommend``: which GPU serves an LLM under a latency target and a load, least energy.
+
+A thin shell over ``wattgpu.recommend``: it parses the options, calls the library once, prints
+the table (or JSON/CSV) and the verdict, and optionally draws the chart and logs an MLflow run.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+
+from wattgpu.config import Settings, load_settings
+from wattgpu.errors import WattgpuError
+
+EXIT_NO_GPU = 3
+# What the table format shows (JSON and CSV carry every column of the answer, these included).
+TABLE_COLUMNS = {
+    "rank": "rank",
+    "gpu": "GPU",
+    "power_w": "power W",
+    "energy_j_per_token": "J/token",
+    "energy_kwh_per_day": "kWh/day",
+    "itl_ms": "ITL ms",
+    "itl_upper_ms": "ITL upper ms",
+    "meets_slo": "meets SLO",
+    "meets_slo_upper": "at upper",
+    "usd_per_day": "$/day",
+    "usd_per_1m_tokens": "$/1M tokens",
+    "cost_rank": "cost rank",
+    "reason": "not ranked because",
+}
+
+
+def _cell(value: Any) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """The answer as aligned text columns, best first (the columns of ``TABLE_COLUMNS``)."""
+    columns = [c for c in TABLE_COLUMNS if c in table.columns]
+    if table["meets_slo"].isna().all():
+        columns = [c for c in columns if c not in ("meets_slo", "meets_slo_upper")]
+    cells = [[TABLE_COLUMNS[c] for c in columns]]
+    cells += [[_cell(row[c]) for c in columns] for _, row in table.iterrows()]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    text = [c != "gpu" and c != "reason" for c in columns]
+    lines = [
+        "  ".join(
+            cell.rjust(width) if right else cell.ljust(width)
+            for cell, width, right in zip(row, widths, text, strict=True)
+        ).rstrip()
+        for row in cells
+    ]
+    return "\n".join(lines)
+
+
+def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
+    """Predicted ITL against power per GPU, with the intervals, the SLO and the Pareto front."""
+    from wattgpu.lifecycle import plots  # sets the Agg backend before pyplot is imported
+
+    plt = plots.plt
+    shown = table[table["fits"] & table["power_w"].notna()]
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    ranked = shown["rank"].notna().to_numpy(bool)
+    for mask, colour, label in (
+        (ranked, "tab:green", "ranked"),
+        (~ranked, "tab:grey", "not ranked"),
+    ):
+        rows = shown[mask]
+        if rows.empty:
+            continue
+        ax.errorbar(
+            rows["power_w"],
+            rows["itl_ms"],
+            xerr=[rows["power_w"] - rows["power_lower_w"], rows["power_upper_w"] - rows["power_w"]],
+            yerr=[rows["itl_ms"] - rows["itl_lower_ms"], rows["itl_upper_ms"] - rows["itl_ms"]],
+            fmt="o",
+            color=colour,
+            ecolor=colour,
+            elinewidth=0.6,
+            alpha=0.8,
+            label=f"{label} (90 % intervals)",
+        )
+    for _, row in shown.iterrows():
+        ax.annotate(
+            row["gpu"].removeprefix("NVIDIA "),
+            (row["power_w"], row["itl_ms"]),
+            fontsize=6,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    front = shown[shown["pareto"]].sort_values("power_w")
+    ax.step(front["power_w"], front["itl_ms"], where="post", color="tab:blue", label="Pareto front")
+    if itl_slo_ms is not None:
+        ax.axhline(itl_slo_ms, color="tab:red", linestyle="--", label=f"SLO {itl_slo_ms:g} ms")
+    best = shown[shown["rank"] == 1]
+    if len(best):
+        ax.scatter(
+            best["power_w"],
+            best["itl_ms"],
+            marker="*",
+            s=250,
+            color="gold",
+            edgecolor="black",
+            zorder=5,
+            label=f"best: {best['gpu'].iloc[0]}",
+        )
+    if len(shown) and shown["itl_ms"].max() > 10 * shown["itl_ms"].min():
+        ax.set_yscale("log")
+    ax.set_xlabel("predicted mean power (W)")
+    ax.set_ylabel("predicted inter-token latency (ms)")
+    request = table.attrs.get("request", {})
+    ax.set_title(f"{request.get('model', '')}: ITL against power per GPU", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _headline(table: pd.DataFrame) -> str:
+    request = table.attrs.get("request", {})
+    line = f"{request.get('model')}, {request.get('scenario')}"
+    per_day = request.get("requests_per_day")
+    if per_day:
+        line += f" at {per_day / 86400:.3g} req/s on average ({per_day:,.0f} requests/day)"
+    tokens = (request.get("input_tokens"), request.get("output_tokens"))
+    line += f", {tokens[0]:.0f} input / {tokens[1]:.0f} output tokens"
+    if request.get("itl_slo_ms") is not None:
+        line += f", ITL ≤ {request['itl_slo_ms']:g} ms"
+    return line
+
+
+def _log_run(
+    settings: Settings, table: pd.DataFrame, figure: Any, verdict: str, options: dict[str, Any]
+) -> str:
+    from wattgpu.lifecycle import tracking
+
+    tracking.configure(settings.tracking_uri)
+    request = table.attrs.get("request", {})
+    tags = {"wattgpu.kind": "recommendation", "wattgpu.model": str(request.get("model"))}
+    with tracking.recommendation_run(f"recommend {request.get('model')}", tags) as run_id:
+        tracking.log_params({k: v for k, v in options.items() if v is not None})
+        tracking.log_frame(table, "recommendation/table.csv")
+        tracking.log_text(verdict + "\n", "recommendation/verdict.txt")
+        tracking.log_figure(figure, "recommendation/chart.png")
+        best = table[table["rank"] == 1]
+        if len(best):
+            row = best.iloc[0]
+            tracking.log_metrics(
+                {
+                    "best_power_w": row["power_w"],
+                    "best_itl_ms": row["itl_ms"],
+                    "best_energy_j_per_token": row["energy_j_per_token"],
+                    "best_energy_kwh_per_day": row["energy_kwh_per_day"],
+                }
+            )
+        tracking.log_metrics({"ranked_gpus": float(table["rank"].notna().sum())})
+    return run_id
+
+
+EPILOG = """\b
+Exit codes:
+  0  a recommendation (the best GPU is on the verdict line)
+  1  bad input (unknown model or GPU, bad rate, malformed profile or price file, ...)
+  2  usage mistake (unknown option, ...)
+  3  no GPU meets the SLO (or none fits); the verdict names the closest
+
+\b
+Load profile CSV: columns hour (each of 0-23 once), rate (req/s, >= 0).
+Price CSV: columns gpu (catalogue name or alias), usd_per_hour (>= 0).
+"""
+
+
+@click.command(name="recommend", epilog=EPILOG)
+@click.option("--model", "llm", required=True, help="LLM id or alias from the catalogue.")
+@click.option("--itl-slo-ms", type=float, default=None, help="Inter-token latency target, ms.")
+@click.option(
+    "--scenario", type=click.Choice(["server", "offline"]), default="server", show_default=True
+)
+@click.option("--rate", type=float, default=None, help="Requests/s, all day.")
+@click.option(
+    "--requests-per-day", type=float, default=None, help="Requests a day (rate = N / 86400)."
+)
+@click.option(
+    "--load-profile",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV of the day's load: hour, rate.",
+)
+@click.option("--output-tokens", type=float, default=None, help="Mean output tokens (256).")
+@click.option("--input-tokens", type=float, default=None, help="Mean prompt tokens (512).")
+@click.option("--gpus", default=None, help="Comma-separated GPU names (default: the catalogue).")
+@click.option(
+    "--price-file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV gpu,usd_per_hour: adds $/day, $ per 1M tokens and a cost rank.",
+)
+@click.option("--alias", default="production", show_default=True, help="Registry alias to use.")
+@click.option("--power-url", default=None, help="Ask this power model server (/invocations).")
+@click.option("--itl-url", default=None, help="Ask this ITL model server (/invocations).")
+@click.option("--strict", is_flag=True, help="Rank only GPUs whose ITL interval meets the SLO.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="json/csv: every column, for scripts (the verdict goes to stderr).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write a PNG chart of ITL against power with the SLO and the Pareto front.",
+)
+@click.option(
+    "--log",
+    "log_run",
+    is_flag=True,
+    help="Log a run (table, chart) to experiment wattgpu-recommend.",
+)
+@click.pass_context
+def recommend_command(
+    ctx: click.Context,
+    llm: str,
+    itl_slo_ms: float | None,
+    scenario: str,
+    rate: float | None,
+    requests_per_day: float | None,
+    load_profile: Path | None,
+    output_tokens: float | None,
+    input_tokens: float | None,
+    gpus: str | None,
+    price_file: Path | None,
+    alias: str,
+    power_url: str | None,
+    itl_url: str | None,
+    strict: bool,
+    fmt: str,
+    plot: Path | None,
+    log_run: bool,
+) -> None:
+    """Which GPU serves an LLM under an ITL target and a load for the least energy.
+
+    Predicts power and ITL on every catalogue GPU (or --gpus) with the promoted registry models
+    (or the model servers at --power-url/--itl-url), leaves out those where the weights and the
+    load's KV cache do not fit, and ranks those meeting the SLO by energy per output token (the
+    order of energy per day and, for a server, of mean power).
+    """
+    from wattgpu import recommendation as rec
+
+    obj = ctx.find_object(dict) or {}
+    settings = obj.get("settings") or load_settings()
+    names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
+    try:
+        table = rec.recommend(
+            llm,
+            itl_slo_ms=itl_slo_ms,
+            scenario=scenario,
+            rate=rate,
+            requests_per_day=requests_per_day,
+            load_profile=load_profile,
+            output_tokens=output_tokens,
+            input_tokens=input_tokens,
+            gpus=names,
+            prices=price_file,
+            alias=alias,
+            power_url=power_url,
+            itl_url=itl_url,
+            settings=settings,
+            strict=strict,
+        )
+        slo = table.attrs["request"]["itl_slo_ms"]
+        verdict = rec.verdict(table, slo, strict)
+        figure = chart(table, slo) if (plot or log_run) else None
+        if plot:
+            figure.savefig(plot, format="png", dpi=120)
+        run_id = None
+        if log_run:
+            options = {**table.attrs["request"], "gpus": gpus, "price_file": price_file}
+            options |= {"rate": rate, "load_profile": load_profile, "alias": alias}
+            run_id = _log_run(settings, table, figure, verdict, options)
+    except WattgpuError as exc:
+        raise click.ClickException(str(exc)) from None
+    if fmt == "json":
+        click.echo(table.to_json(orient="records", indent=2))
+        click.echo(verdict, err=True)
+    elif fmt == "csv":
+        click.echo(table.to_csv(index=False), nl=False)
+        click.echo(verdict, err=True)
+    else:
+        click.echo(_headline(table))
+        click.echo(format_table(table))
+        click.echo(verdict)
+    if plot:
+        click.echo(f"chart: {plot}", err=True)
+    if run_id:
+        click.echo(f"logged run {run_id} to experiment wattgpu-recommend", err=True)
+    if not (table["rank"] == 1).any():
+        ctx.exit(EXIT_NO_GPU)

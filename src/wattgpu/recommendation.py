@@ -1,0 +1,606 @@
+"""Which GPU should serve this LLM, under this latency target and this load, for the least energy.
+
+``rank_gpus`` is the pure core: catalogue, load and a predictor in, one row per GPU out. The
+predictor is any callable ``(queries, target) -> predictions`` with the columns of
+``wattgpu.modeling.inference.predict_queries`` (``prediction``, ``lower``, ``upper``,
+``warnings``; power in W, ITL in ms), one row per query in order. ``recommend`` adds the loading:
+catalogue from the data folder, predictor from the Model Registry or running model servers.
+
+Arithmetic (documented in the column table ``COLUMNS``):
+
+- server: a day is 24 hours, each at its request rate (constant, or from a load profile); power
+  and ITL are predicted at each hour's rate; energy per day = the sum of each hour's power x 1 h;
+  tokens per day = the sum of rate x 3600 s x output tokens; J per token = energy / tokens (for a
+  constant rate: W / (rate x output tokens)). Concurrent sequences (Little's law) = rate x output
+  tokens x ITL, rounded up, at the busiest hour. An hour at 0 req/s is the GPU idling, counted at
+  the power predicted for a trickle of ``IDLE_RATE_RPS``.
+- offline: the engine's batch (vLLM's cap, or what the KV cache holds); throughput = batch / ITL;
+  J per token = W / throughput; energy per day = W x the hours of batch work the day's tokens need
+  (idle hours not counted).
+- cost: server $/day = $/h x 24 (the GPU is rented all day); offline $/day = $/h x busy hours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from numbers import Number
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.config import Settings, load_settings
+from wattgpu.data.catalog import Catalog
+from wattgpu.errors import ConfigError, DataError, QueryError
+from wattgpu.modeling.features import (
+    DEFAULT_INPUT_TOKENS,
+    DEFAULT_OUTPUT_TOKENS,
+    ENGINE_MAX_BATCH,
+    KV_CACHE_MEMORY_SHARE,
+    build_features,
+)
+
+Predictor = Callable[[pd.DataFrame, str], pd.DataFrame]
+
+SCENARIOS = ("server", "offline")
+IDLE_RATE_RPS = 0.01
+HOURS = 24
+# Every column of the answer, in order, with its meaning (the CLI's --help and README use this).
+COLUMNS = {
+    "rank": "1 = least energy per output token among the GPUs that fit and meet the SLO",
+    "gpu": "catalogue name",
+    "memory_gb": "GPU memory",
+    "fits": "weights and the load's KV cache fit in memory",
+    "weights_gb": "16-bit weights (or the model's dtype)",
+    "concurrent_seqs": "sequences in flight at the busiest hour (server) or the engine's batch",
+    "kv_cache_gb": "KV cache of those sequences at full length (input + output tokens)",
+    "power_w": "predicted mean power (time-averaged over the day for a profile)",
+    "power_lower_w": "lower end of the power interval",
+    "power_upper_w": "upper end of the power interval",
+    "itl_ms": "predicted inter-token latency (the worst hour for a profile)",
+    "itl_lower_ms": "lower end of the ITL interval",
+    "itl_upper_ms": "upper end of the ITL interval",
+    "meets_slo": "itl_ms <= the SLO (blank without an SLO)",
+    "meets_slo_upper": "itl_upper_ms <= the SLO (blank without an SLO)",
+    "tokens_per_s": "output tokens/s: the load's mean (server) or the batch's throughput (offline)",
+    "energy_j_per_token": "GPU energy per output token, J",
+    "busy_hours": "hours a day the GPU works: 24 for a server; offline, the day's batch work",
+    "energy_kwh_per_day": "GPU energy per day for the load, kWh",
+    "usd_per_hour": "price (only with prices)",
+    "usd_per_day": "cost per day (only with prices)",
+    "usd_per_1m_tokens": "cost per million output tokens (only with prices)",
+    "cost_rank": "1 = cheapest per token among the ranked GPUs (only with prices)",
+    "pareto": "on the power-ITL Pareto front (no other GPU is both lower in power and in ITL)",
+    "reason": "why the GPU is not ranked ('' when it is)",
+    "warnings": "the models' warnings (query outside the training domain, ...)",
+}
+PRICE_COLUMNS = ("usd_per_hour", "usd_per_day", "usd_per_1m_tokens", "cost_rank")
+
+
+def _positive(value: Any, field: str, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, Number | np.number):
+        raise QueryError(f"{field} must be a number; got {value!r}", field)
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        allowed = "a finite number >= 0" if allow_zero else "a finite number > 0"
+        raise QueryError(f"{field} must be {allowed}; got {value!r}", field)
+    return number
+
+
+def check_profile(profile: pd.DataFrame) -> pd.DataFrame:
+    """A load profile checked: columns ``hour`` (each of 0-23 once) and ``rate`` (req/s, >= 0).
+
+    Returns:
+        The 24 rows sorted by hour, ``hour`` as int and ``rate`` as float.
+
+    Raises:
+        QueryError: naming the field at fault and the bad value.
+
+    """
+    missing = [c for c in ("hour", "rate") if c not in profile.columns]
+    if missing:
+        raise QueryError(
+            f"load profile lacks column(s) {', '.join(missing)} (needs hour 0-23 and rate, "
+            f"req/s); got {', '.join(map(str, profile.columns))}",
+            missing[0],
+        )
+    hours = pd.to_numeric(profile["hour"], errors="coerce")
+    bad = profile["hour"][hours.isna() | (hours % 1 != 0) | (hours < 0) | (hours > 23)]
+    if len(bad):
+        raise QueryError(f"load profile: hour must be a whole number 0-23; got {bad.iloc[0]!r}")
+    dupes = hours[hours.duplicated()]
+    if len(dupes):
+        raise QueryError(f"load profile: hour must be unique; got {int(dupes.iloc[0])} twice")
+    absent = sorted(set(range(HOURS)) - set(hours.astype(int)))
+    if absent:
+        raise QueryError(
+            f"load profile: hour must cover the whole day 0-23; missing {absent[:6]}", "hour"
+        )
+    rates = pd.to_numeric(profile["rate"], errors="coerce")
+    bad = profile["rate"][rates.isna() | ~np.isfinite(rates) | (rates < 0)]
+    if len(bad):
+        raise QueryError(f"load profile: rate must be a finite number >= 0; got {bad.iloc[0]!r}")
+    if not (rates > 0).any():
+        raise QueryError("load profile: rate must be > 0 in at least one hour; got all 0", "rate")
+    out = pd.DataFrame({"hour": hours.astype(int), "rate": rates.astype(float)})
+    return out.sort_values("hour").reset_index(drop=True)
+
+
+def daily_load(
+    rate: float | None = None,
+    requests_per_day: float | None = None,
+    load_profile: pd.DataFrame | None = None,
+) -> pd.DataFrame | None:
+    """The day's load as 24 rows (hour, rate req/s) from exactly one of the three forms, or None."""
+    given = [
+        n for n, v in (("rate", rate), ("requests_per_day", requests_per_day)) if v is not None
+    ]
+    if load_profile is not None:
+        given.append("load_profile")
+    if len(given) > 1:
+        raise QueryError(f"give one load, not {' and '.join(given)}", given[1])
+    if load_profile is not None:
+        return check_profile(load_profile)
+    if requests_per_day is not None:
+        rate = _positive(requests_per_day, "requests_per_day") / 86400.0
+    if rate is None:
+        return None
+    rate = _positive(rate, "rate")
+    return pd.DataFrame({"hour": range(HOURS), "rate": rate})
+
+
+def check_prices(prices: Mapping[str, Any], catalog: Catalog) -> dict[str, float]:
+    """Prices keyed by canonical GPU name; unknown names and negative prices raise."""
+    out: dict[str, float] = {}
+    for name, price in prices.items():
+        gpu = catalog.find_gpu(str(name))
+        if gpu is None:
+            hint = ", ".join(catalog.suggest(str(name), catalog.gpus))
+            raise QueryError(
+                f"prices: gpu {name!r} is not in the catalogue"
+                + (f"; closest: {hint}" if hint else ""),
+                "gpu",
+            )
+        if gpu in out:
+            raise QueryError(f"prices: gpu {gpu!r} is priced twice (also as {name!r})", "gpu")
+        try:
+            out[gpu] = _positive(price, "usd_per_hour", allow_zero=True)
+        except QueryError as exc:
+            raise QueryError(f"prices: {exc} (gpu {name!r})", "usd_per_hour") from None
+    return out
+
+
+def _read_csv(path: Path, what: str, columns: str) -> pd.DataFrame:
+    if not Path(path).is_file():
+        raise DataError(f"{what} not found: {path} (a CSV with columns {columns})")
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"{what} {path} is not a readable CSV: {exc}") from None
+
+
+def read_load_profile(path: Path) -> pd.DataFrame:
+    """A load profile CSV (columns hour, rate), checked."""
+    frame = _read_csv(path, "load profile", "hour, rate")
+    try:
+        return check_profile(frame)
+    except QueryError as exc:
+        raise QueryError(f"{path}: {exc}", exc.field) from None
+
+
+def read_prices(path: Path) -> dict[str, Any]:
+    """A price CSV (columns gpu, usd_per_hour) as a dict; names and values are checked later."""
+    frame = _read_csv(path, "price file", "gpu, usd_per_hour")
+    missing = [c for c in ("gpu", "usd_per_hour") if c not in frame.columns]
+    if missing:
+        raise QueryError(
+            f"price file {path} lacks column(s) {', '.join(missing)} (needs gpu, usd_per_hour)",
+            missing[0],
+        )
+    values = pd.to_numeric(frame["usd_per_hour"], errors="coerce")
+    bad = frame["usd_per_hour"][values.isna()]
+    if len(bad):
+        raise QueryError(
+            f"price file {path}: usd_per_hour must be a number; got {bad.iloc[0]!r}",
+            "usd_per_hour",
+        )
+    return dict(zip(frame["gpu"].astype(str), values.astype(float), strict=True))
+
+
+def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
+    """True where no other point is at most as high in both and lower in one (NaN: False)."""
+    p, t = power.to_numpy(float), itl.to_numpy(float)
+    known = np.isfinite(p) & np.isfinite(t)
+    front = np.zeros(len(p), bool)
+    for i in np.flatnonzero(known):
+        others = known & (p <= p[i]) & (t <= t[i]) & ((p < p[i]) | (t < t[i]))
+        front[i] = not others.any()
+    return pd.Series(front, index=power.index)
+
+
+def _predict(predictor: Predictor, queries: pd.DataFrame, target: str) -> pd.DataFrame:
+    answer = predictor(queries, target).reset_index(drop=True)
+    if len(answer) != len(queries):
+        raise ConfigError(
+            f"the {target} predictor answered {len(answer)} rows for {len(queries)} queries"
+        )
+    if "gpu" in answer.columns and list(answer["gpu"]) != list(queries["gpu"]):
+        raise ConfigError(f"the {target} predictor answered the queries out of order")
+    if "warnings" not in answer.columns:
+        answer["warnings"] = ""
+    return answer
+
+
+def _hourly_predictions(
+    preds: dict[str, pd.DataFrame], grid: pd.DataFrame, hourly: pd.DataFrame, scenario: str
+) -> pd.DataFrame:
+    """One row per (GPU, hour): that hour's rate and the predictions at it."""
+    long = grid.rename(columns={"request_rate_rps": "query_rate"}).copy()
+    for target, unit in (("power", "w"), ("itl", "ms")):
+        answer = preds[target]
+        long[f"{target}_{unit}"] = answer["prediction"].to_numpy(float)
+        long[f"{target}_lower_{unit}"] = answer["lower"].to_numpy(float)
+        long[f"{target}_upper_{unit}"] = answer["upper"].to_numpy(float)
+        long[f"{target}_warnings"] = answer["warnings"].fillna("").astype(str).to_numpy()
+    if scenario != "server":  # offline: one row per GPU, whatever the day's rates
+        return long.assign(hour=0, rate=np.nan)
+    hours = hourly.assign(query_rate=np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
+    return hours.merge(long, on="query_rate", how="inner")
+
+
+def _join_warnings(texts: pd.Series) -> str:
+    return "; ".join(dict.fromkeys(w for t in texts for w in t.split("; ") if w))
+
+
+def _aggregate(
+    long: pd.DataFrame, scenario: str, output_tokens: float, day_tokens: float
+) -> pd.DataFrame:
+    """Per GPU: power and ITL over the day, concurrency, throughput, energy."""
+    groups = long.groupby("gpu", sort=False)
+    busy = long[~(long["rate"] <= 0)]  # idle hours carry power, not latency
+    out = pd.DataFrame(
+        {
+            "power_w": groups["power_w"].mean(),
+            "power_lower_w": groups["power_lower_w"].mean(),
+            "power_upper_w": groups["power_upper_w"].mean(),
+            "itl_ms": busy.groupby("gpu")["itl_ms"].max(),
+            "itl_lower_ms": busy.groupby("gpu")["itl_lower_ms"].max(),
+            "itl_upper_ms": busy.groupby("gpu")["itl_upper_ms"].max(),
+            "warnings": (long["power_warnings"] + "; " + long["itl_warnings"])
+            .groupby(long["gpu"], sort=False)
+            .agg(_join_warnings),
+        }
+    )
+    if scenario == "server":
+        # Little's law: requests in flight = arrival rate x time each spends decoding.
+        in_flight = busy["rate"] * output_tokens * busy["itl_ms"] / 1000.0
+        out["concurrent_seqs"] = np.ceil(in_flight.groupby(busy["gpu"]).max() - 1e-9).clip(lower=1)
+        out["tokens_per_s"] = day_tokens / (HOURS * 3600.0)
+        out["busy_hours"] = float(HOURS)
+    return out
+
+
+def _offline(out: pd.DataFrame, phys: pd.DataFrame, day_tokens: float) -> pd.DataFrame:
+    """Offline: the engine's batch, its throughput and the hours of work the day needs."""
+    out = out.copy()
+    batch = np.floor(phys.loc[out.index, "max_concurrent_seqs"].clip(lower=1.0))
+    out["concurrent_seqs"] = np.minimum(ENGINE_MAX_BATCH, batch)
+    out["tokens_per_s"] = out["concurrent_seqs"] / (out["itl_ms"] / 1000.0)
+    out["busy_hours"] = day_tokens / out["tokens_per_s"] / 3600.0
+    return out
+
+
+def rank_gpus(
+    model: str,
+    catalog: Catalog,
+    predictor: Predictor,
+    *,
+    load: pd.DataFrame | None,
+    itl_slo_ms: float | None = None,
+    scenario: str = "server",
+    output_tokens: float = DEFAULT_OUTPUT_TOKENS,
+    input_tokens: float = DEFAULT_INPUT_TOKENS,
+    gpus: list[str] | None = None,
+    prices: Mapping[str, float] | None = None,
+    strict: bool = False,
+) -> pd.DataFrame:
+    """Rank GPUs for serving ``model`` (pure: no MLflow, files or network).
+
+    Args:
+        model: canonical LLM id.
+        catalog: both catalogues.
+        predictor: ``(queries, target) -> predictions`` (see the module docstring).
+        load: the day's load from ``daily_load`` (required for a server).
+        itl_slo_ms: ITL target; GPUs above it are listed but not ranked.
+        scenario: ``server`` or ``offline``.
+        output_tokens: mean output tokens per request.
+        input_tokens: mean prompt tokens per request.
+        gpus: canonical GPU names (default: the whole catalogue).
+        prices: canonical GPU name -> $/hour.
+        strict: rank only GPUs whose ITL interval's upper end meets the SLO.
+
+    Returns:
+        One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
+        ranked GPUs first, best first.
+
+    """
+    if scenario == "server" and load is None:
+        raise QueryError(
+            "a server needs a load: give rate, requests_per_day or load_profile", "rate"
+        )
+    names = list(dict.fromkeys(gpus)) if gpus else [str(g) for g in catalog.gpus.index]
+    hourly = load if load is not None else pd.DataFrame({"hour": [0], "rate": [np.nan]})
+    day_tokens = (
+        float((hourly["rate"] * 3600.0 * output_tokens).sum()) if load is not None else np.nan
+    )
+    workload = {"model": model, "scenario": scenario}
+    workload |= {"input_tokens": float(input_tokens), "output_tokens": float(output_tokens)}
+    phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload), catalog)
+    phys = phys.set_index("gpu")
+    kv_per_seq_gb = phys["kv_bytes_per_token"] * (input_tokens + output_tokens) / 1e9
+
+    candidates = [g for g in names if phys.at[g, "free_memory_gb"] > 0]
+    if scenario == "server":
+        rates = np.unique(np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
+    else:
+        rates = np.array([np.nan])
+    grid = pd.DataFrame(
+        [(g, r) for g in candidates for r in rates], columns=["gpu", "request_rate_rps"]
+    )
+    table = pd.DataFrame(index=pd.Index(names, name="gpu"))
+    if len(grid):
+        queries = grid.assign(**workload)
+        if scenario != "server":
+            queries = queries.drop(columns="request_rate_rps")
+        preds = {t: _predict(predictor, queries, t) for t in ("power", "itl")}
+        long = _hourly_predictions(preds, grid, hourly, scenario)
+        found = _aggregate(long, scenario, output_tokens, day_tokens)
+        if scenario != "server":
+            found = _offline(found, phys, day_tokens)
+        table = table.join(found)
+    for column in COLUMNS:
+        if column not in table.columns and column != "gpu":
+            table[column] = np.nan
+    table["memory_gb"] = phys["gpu_memory_gb"].astype(float)
+    table["weights_gb"] = phys["weight_bytes"] / 1e9
+    table["kv_cache_gb"] = table["concurrent_seqs"] * kv_per_seq_gb
+    table["energy_kwh_per_day"] = table["power_w"] * table["busy_hours"] / 1000.0
+    table["energy_j_per_token"] = table["power_w"] / table["tokens_per_s"]
+    usable_gb = table["weights_gb"] + phys["free_memory_gb"].clip(lower=0) * KV_CACHE_MEMORY_SHARE
+    fits = (phys["free_memory_gb"] > 0) & (
+        table["concurrent_seqs"].isna() | (table["concurrent_seqs"] <= phys["max_concurrent_seqs"])
+    )
+    table["fits"] = fits
+    if itl_slo_ms is None:
+        table["meets_slo"] = pd.array([pd.NA] * len(table), dtype="boolean")
+        table["meets_slo_upper"] = pd.array([pd.NA] * len(table), dtype="boolean")
+    else:
+        known = table["itl_ms"].notna()
+        table["meets_slo"] = (table["itl_ms"] <= itl_slo_ms).astype("boolean").where(known, pd.NA)
+        table["meets_slo_upper"] = (
+            (table["itl_upper_ms"] <= itl_slo_ms).astype("boolean").where(known, pd.NA)
+        )
+    table["reason"] = [
+        _reason(row, usable_gb[gpu], itl_slo_ms, strict) for gpu, row in table.iterrows()
+    ]
+    ranked = table["reason"] == ""
+    order = table.loc[ranked].sort_values(["energy_j_per_token", "itl_ms"]).index
+    table["rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
+    table.loc[order, "rank"] = np.arange(1, len(order) + 1)
+    table["pareto"] = pareto_front(table["power_w"], table["itl_ms"]) & table["fits"]
+    if prices is not None:
+        table["usd_per_hour"] = pd.Series(dict(prices), dtype=float).reindex(table.index)
+        table["usd_per_day"] = table["usd_per_hour"] * table["busy_hours"]
+        table["usd_per_1m_tokens"] = table["usd_per_hour"] / (table["tokens_per_s"] * 3600.0) * 1e6
+        priced = table.loc[ranked & table["usd_per_1m_tokens"].notna()]
+        by_cost = priced.sort_values(["usd_per_1m_tokens", "energy_j_per_token"]).index
+        table["cost_rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
+        table.loc[by_cost, "cost_rank"] = np.arange(1, len(by_cost) + 1)
+    table["concurrent_seqs"] = table["concurrent_seqs"].astype("Int64")
+    table["warnings"] = ["" if pd.isna(w) else str(w) for w in table["warnings"]]
+    columns = [c for c in COLUMNS if prices is not None or c not in PRICE_COLUMNS]
+    table = table.reset_index()[columns]
+    # Ranked GPUs best first, then the unranked that fit, then those that do not, by energy.
+    order = np.lexsort(
+        (
+            table["energy_j_per_token"].fillna(np.inf),
+            ~table["fits"].to_numpy(bool),
+            table["rank"].astype(float).fillna(np.inf),
+        )
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _reason(row: pd.Series, usable_gb: float, itl_slo_ms: float | None, strict: bool) -> str:
+    """Why a GPU is not ranked ('' when it is)."""
+    if row["weights_gb"] > row["memory_gb"]:
+        return f"weights {row['weights_gb']:.1f} GB > {row['memory_gb']:g} GB"
+    if not row["fits"]:
+        return (
+            f"weights {row['weights_gb']:.1f} GB + KV cache for {int(row['concurrent_seqs'])} "
+            f"concurrent sequences {row['kv_cache_gb']:.1f} GB > {usable_gb:.1f} GB usable of "
+            f"{row['memory_gb']:g} GB"
+        )
+    if row["concurrent_seqs"] > ENGINE_MAX_BATCH:
+        return (
+            f"the load keeps {int(row['concurrent_seqs'])} sequences in flight, more than the "
+            f"engine's batch of {ENGINE_MAX_BATCH:g}: it cannot keep up"
+        )
+    if row["busy_hours"] > HOURS:
+        return f"the day's load needs {row['busy_hours']:.1f} h of batch work"
+    if itl_slo_ms is not None and row["itl_ms"] > itl_slo_ms:
+        return f"ITL {row['itl_ms']:.1f} ms > {itl_slo_ms:g} ms"
+    if strict and itl_slo_ms is not None and row["itl_upper_ms"] > itl_slo_ms:
+        return f"ITL up to {row['itl_upper_ms']:.1f} ms > {itl_slo_ms:g} ms (strict)"
+    return ""
+
+
+def verdict(table: pd.DataFrame, itl_slo_ms: float | None = None, strict: bool = False) -> str:
+    """One line: the best GPU with its numbers, or why there is none (and the closest)."""
+    slo = f"ITL ≤ {itl_slo_ms:g} ms" if itl_slo_ms is not None else "the load"
+    best = table[table["rank"] == 1]
+    if len(best):
+        row = best.iloc[0]
+        parts = [f"{row['power_w']:.0f} W", f"{row['energy_j_per_token']:.3g} J/token"]
+        if pd.notna(row["energy_kwh_per_day"]):
+            parts.append(f"{row['energy_kwh_per_day']:.3g} kWh/day")
+        latency = f"ITL {row['itl_ms']:.0f} ms"
+        if itl_slo_ms is not None:
+            latency += f" (≤ {itl_slo_ms:g} ms"
+            if not row["meets_slo_upper"]:
+                latency += f"; up to {row['itl_upper_ms']:.0f} ms at the interval's upper end"
+            latency += ")"
+        line = f"Best: {row['gpu']} — {', '.join([*parts, latency])}"
+        if "cost_rank" in table.columns and (table["cost_rank"] == 1).any():
+            cheap = table[table["cost_rank"] == 1].iloc[0]
+            cost = f"${cheap['usd_per_1m_tokens']:.3g}/1M tokens"
+            line += (
+                f", {cost}"
+                if cheap["gpu"] == row["gpu"]
+                else f". Cheapest: {cheap['gpu']} ({cost})"
+            )
+        return line
+    fitting = table[table["fits"] & table["itl_ms"].notna()]
+    if itl_slo_ms is not None and len(fitting):
+        column = "itl_upper_ms" if strict else "itl_ms"
+        closest = fitting.loc[fitting[column].idxmin()]
+        where = " at the upper end of its interval" if strict else ""
+        return f"no GPU meets {slo}{where}; closest: {closest['gpu']} ({closest[column]:.1f} ms)"
+    if not table["fits"].any():
+        largest = table.loc[table["memory_gb"].idxmax()]
+        return f"no GPU fits the model: {largest['gpu']}, the largest, says {largest['reason']}"
+    first = table[table["fits"]].iloc[0]
+    return f"no GPU can serve {slo}; closest: {first['gpu']} ({first['reason']})"
+
+
+def model_predictor(
+    settings: Settings,
+    alias: str = "production",
+    power_url: str | None = None,
+    itl_url: str | None = None,
+) -> Predictor:
+    """A predictor over the registry's ``alias`` models, or model servers where a URL is given.
+
+    The registry models are loaded once, here, so one predictor answers many rankings fast.
+    """
+    from wattgpu.lifecycle import client, registry, tracking
+
+    urls = {"power": power_url, "itl": itl_url}
+    loaded = {}
+    for target, url in urls.items():
+        if not url:
+            tracking.configure(settings.tracking_uri)
+            loaded[target] = registry.load(target, alias)
+
+    def predict(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+        url = urls[target]
+        if url:
+            return client.ask_server(url, queries)
+        return client.predict_frame(loaded[target], queries)
+
+    return predict
+
+
+def _tokens(value: Any, field: str, default: float) -> float:
+    if value is None:
+        return default
+    number = _positive(value, field)
+    if number < 1 or not number.is_integer():
+        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
+    return number
+
+
+def recommend(
+    model: str,
+    *,
+    itl_slo_ms: float | None = None,
+    scenario: str = "server",
+    rate: float | None = None,
+    requests_per_day: float | None = None,
+    load_profile: pd.DataFrame | str | Path | None = None,
+    output_tokens: float | None = None,
+    input_tokens: float | None = None,
+    gpus: list[str] | None = None,
+    prices: Mapping[str, float] | str | Path | None = None,
+    alias: str = "production",
+    power_url: str | None = None,
+    itl_url: str | None = None,
+    settings: Settings | None = None,
+    catalog: Catalog | None = None,
+    predictor: Predictor | None = None,
+    strict: bool = False,
+) -> pd.DataFrame:
+    """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
+
+    Args:
+        model: LLM name or alias from the catalogue.
+        itl_slo_ms: the inter-token latency target, ms (none: every GPU that fits is ranked).
+        scenario: ``server`` (Poisson arrivals) or ``offline`` (batch).
+        rate: requests/s, all day.
+        requests_per_day: N requests a day, i.e. a rate of N / 86400 req/s.
+        load_profile: 24 rows (hour 0-23, rate req/s), or the path of such a CSV.
+        output_tokens: mean output tokens per request (default 256).
+        input_tokens: mean prompt tokens per request (default 512).
+        gpus: GPU names or aliases to consider (default: the whole catalogue).
+        prices: GPU -> $/hour, or the path of a CSV with columns gpu, usd_per_hour.
+        alias: registry alias of the models to use.
+        power_url: a running power model server to ask instead of the registry.
+        itl_url: a running ITL model server to ask instead of the registry.
+        settings: where data and runs live (default: from the environment).
+        catalog: the catalogues (default: read from ``settings.data_dir``).
+        predictor: ``(queries, target) -> predictions``; replaces the registry and the servers.
+        strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
+
+    Returns:
+        One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
+        holds the resolved inputs. ``verdict(table, itl_slo_ms)`` says it in one line.
+
+    Raises:
+        QueryError: a bad input (names the field and the bad value).
+        UnknownNameError: an LLM or GPU not in the catalogue (with close matches).
+        DataError: an unreadable profile or price file.
+        ModelNotFound: no registry model holds ``alias``.
+
+    """
+    settings = settings or load_settings()
+    catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
+    if scenario not in SCENARIOS:
+        raise QueryError(f"scenario must be one of {', '.join(SCENARIOS)}; got {scenario!r}")
+    canonical = catalog.resolve_llm(model)
+    if itl_slo_ms is not None:
+        itl_slo_ms = _positive(itl_slo_ms, "itl_slo_ms")
+    output_tokens = _tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS)
+    input_tokens = _tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS)
+    if isinstance(load_profile, str | Path):
+        load_profile = read_load_profile(Path(load_profile))
+    load = daily_load(rate, requests_per_day, load_profile)
+    names = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
+    if isinstance(prices, str | Path):
+        prices = read_prices(Path(prices))
+    checked = check_prices(prices, catalog) if prices is not None else None
+    predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
+    table = rank_gpus(
+        canonical,
+        catalog,
+        predictor,
+        load=load,
+        itl_slo_ms=itl_slo_ms,
+        scenario=scenario,
+        output_tokens=output_tokens,
+        input_tokens=input_tokens,
+        gpus=names,
+        prices=checked,
+        strict=strict,
+    )
+    table.attrs["request"] = {
+        "model": canonical,
+        "scenario": scenario,
+        "itl_slo_ms": itl_slo_ms,
+        "requests_per_day": float(load["rate"].sum() * 3600.0) if load is not None else None,
+        "output_tokens": output_tokens,
+        "input_tokens": input_tokens,
+        "strict": strict,
+    }
+    return table

@@ -1,0 +1,453 @@
+"""`wattgpu recommend`: hand-computed rankings with an injected predictor, then the registry."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+
+import wattgpu
+from wattgpu import recommendation as rec
+from wattgpu.cli_recommend import TABLE_COLUMNS, recommend_command
+from wattgpu.errors import QueryError, UnknownNameError
+
+LLM_8B = "meta-llama/Llama-3.1-8B-Instruct"
+LLM_70B = "meta-llama/Llama-3.1-70B-Instruct"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# Hand-set predictions for the small catalogue: power = a + b x rate (W), ITL constant (ms);
+# intervals: power [0.9x, 1.1x], ITL [0.9x, 1.5x].
+POWER = {"NVIDIA H100 SXM5": (200.0, 100.0), "NVIDIA L4": (40.0, 20.0)}
+ITL = {"NVIDIA H100 SXM5": 10.0, "NVIDIA L4": 60.0}
+
+
+def hand_predictor(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+    rate = queries.get("request_rate_rps", pd.Series(1.0, index=queries.index)).fillna(1.0)
+    if target == "power":
+        value = np.array(
+            [POWER[g][0] + POWER[g][1] * r for g, r in zip(queries["gpu"], rate, strict=True)]
+        )
+        lower, upper = value * 0.9, value * 1.1
+    else:
+        value = np.array([ITL[g] for g in queries["gpu"]])
+        lower, upper = value * 0.9, value * 1.5
+    return pd.DataFrame(
+        {"prediction": value, "lower": lower, "upper": upper, "warnings": ""}, index=queries.index
+    )
+
+
+def ask(small_catalog, **kwargs):
+    return rec.recommend(LLM_8B, catalog=small_catalog, predictor=hand_predictor, **kwargs)
+
+
+def by_gpu(table: pd.DataFrame) -> dict[str, dict]:
+    return {row["gpu"]: row for row in table.to_dict("records")}
+
+
+def test_constant_rate_arithmetic_and_ranking(small_catalog):
+    # 43,200 requests a day = 0.5 req/s; 256 output tokens -> 128 tokens/s.
+    table = ask(small_catalog, requests_per_day=43200, output_tokens=256)
+    rows = by_gpu(table)
+    l4, h100 = rows["NVIDIA L4"], rows["NVIDIA H100 SXM5"]
+    assert l4["power_w"] == pytest.approx(50.0)  # 40 + 20 x 0.5
+    assert l4["tokens_per_s"] == pytest.approx(128.0)
+    assert l4["energy_j_per_token"] == pytest.approx(50.0 / 128.0)  # W / (tokens/s)
+    assert l4["energy_kwh_per_day"] == pytest.approx(50.0 * 24 / 1000)  # 1.2 kWh
+    assert h100["energy_kwh_per_day"] == pytest.approx(250.0 * 24 / 1000)  # 6.0 kWh
+    # Little's law: 0.5 req/s x 256 tokens x 0.060 s = 7.68 -> 8 sequences in flight.
+    assert l4["concurrent_seqs"] == 8 and h100["concurrent_seqs"] == 2  # 1.28 -> 2
+    # KV per token 2 x 8 heads x 128 x 2 B x 32 layers = 131,072 B; x (512 + 256) tokens.
+    assert l4["kv_cache_gb"] == pytest.approx(8 * 131072 * 768 / 1e9)
+    # no SLO: both fit and are ranked, least energy first; the verdict repeats the table.
+    assert list(table["gpu"]) == ["NVIDIA L4", "NVIDIA H100 SXM5"]
+    assert list(table["rank"]) == [1, 2]
+    assert table["meets_slo"].isna().all()
+    assert rec.verdict(table) == "Best: NVIDIA L4 — 50 W, 0.391 J/token, 1.2 kWh/day, ITL 60 ms"
+
+
+def test_ranking_is_consistent_with_the_printed_predictions(small_catalog):
+    table = ask(small_catalog, rate=0.2, itl_slo_ms=100)
+    ranked = table[table["rank"].notna()]
+    assert ranked["energy_j_per_token"].is_monotonic_increasing
+    assert ranked["power_w"].is_monotonic_increasing  # a server: same order as mean power
+    assert np.allclose(ranked["energy_j_per_token"], ranked["power_w"] / ranked["tokens_per_s"])
+    assert np.allclose(ranked["energy_kwh_per_day"], ranked["power_w"] * 24 / 1000)
+    assert (ranked["power_lower_w"] <= ranked["power_w"]).all()
+    assert (ranked["itl_ms"] <= ranked["itl_upper_ms"]).all()
+    assert list(table.columns) == [c for c in rec.COLUMNS if c not in rec.PRICE_COLUMNS]
+
+
+def test_load_profile_energy_by_hand(small_catalog):
+    # 2 hours at 1 req/s, 22 hours at 0.5 req/s, 256 output tokens.
+    profile = pd.DataFrame({"hour": range(24), "rate": [1.0] * 2 + [0.5] * 22})
+    rows = by_gpu(ask(small_catalog, load_profile=profile, output_tokens=256, itl_slo_ms=80))
+    # L4: 2 h x (40 + 20 x 1) W + 22 h x (40 + 20 x 0.5) W = 120 + 1,100 = 1,220 Wh = 1.22 kWh
+    # H100: 2 h x 300 W + 22 h x 250 W = 600 + 5,500 = 6,100 Wh = 6.1 kWh
+    assert rows["NVIDIA L4"]["energy_kwh_per_day"] == pytest.approx(1.22)
+    assert rows["NVIDIA H100 SXM5"]["energy_kwh_per_day"] == pytest.approx(6.1)
+    assert rows["NVIDIA L4"]["power_w"] == pytest.approx(1220 / 24)  # time-averaged
+    # tokens a day: (2 x 3600 x 1 + 22 x 3600 x 0.5) x 256 = 46,800 x 256 = 11,980,800
+    assert rows["NVIDIA L4"]["energy_j_per_token"] == pytest.approx(1220 * 3600 / 11_980_800)
+    # the busiest hour sets the sequences in flight: 1 x 256 x 0.060 = 15.36 -> 16
+    assert rows["NVIDIA L4"]["concurrent_seqs"] == 16
+
+
+def test_idle_hours_count_power_but_not_latency(small_catalog):
+    profile = pd.DataFrame({"hour": range(24), "rate": [0.0] * 12 + [1.0] * 12})
+    rows = by_gpu(ask(small_catalog, load_profile=profile))
+    # 12 h idle at the trickle rate 0.01 req/s (40.2 W) + 12 h x 60 W = 482.4 + 720 Wh
+    assert rows["NVIDIA L4"]["energy_kwh_per_day"] == pytest.approx((482.4 + 720) / 1000)
+    assert rows["NVIDIA L4"]["itl_ms"] == pytest.approx(60.0)
+
+
+def test_slo_filter_exact(small_catalog):
+    table = ask(small_catalog, rate=0.5, itl_slo_ms=50)
+    rows = by_gpu(table)
+    assert rows["NVIDIA H100 SXM5"]["rank"] == 1 and rows["NVIDIA H100 SXM5"]["meets_slo"]
+    assert rows["NVIDIA H100 SXM5"]["meets_slo_upper"]  # 15 ms <= 50 ms
+    assert pd.isna(rows["NVIDIA L4"]["rank"]) and not rows["NVIDIA L4"]["meets_slo"]
+    assert rows["NVIDIA L4"]["reason"] == "ITL 60.0 ms > 50 ms"
+    # exactly at the SLO meets it
+    assert by_gpu(ask(small_catalog, rate=0.5, itl_slo_ms=60))["NVIDIA L4"]["rank"] == 1
+    # 12 ms: the H100's 10 ms meets it, its interval's upper end (15 ms) does not
+    loose = by_gpu(ask(small_catalog, rate=0.5, itl_slo_ms=12))["NVIDIA H100 SXM5"]
+    assert loose["meets_slo"] and not loose["meets_slo_upper"] and loose["rank"] == 1
+    strict = ask(small_catalog, rate=0.5, itl_slo_ms=12, strict=True)
+    assert strict["rank"].isna().all()
+    assert rec.verdict(strict, 12, strict=True) == (
+        "no GPU meets ITL ≤ 12 ms at the upper end of its interval; "
+        "closest: NVIDIA H100 SXM5 (15.0 ms)"
+    )
+
+
+def test_no_gpu_meets_names_the_closest(small_catalog):
+    table = ask(small_catalog, rate=0.5, itl_slo_ms=5)
+    assert table["rank"].isna().all() and len(table) == 2
+    assert rec.verdict(table, 5) == "no GPU meets ITL ≤ 5 ms; closest: NVIDIA H100 SXM5 (10.0 ms)"
+
+
+def test_too_small_gpus_are_excluded_with_their_reason(small_catalog):
+    big = rec.recommend(
+        LLM_70B, rate=0.5, itl_slo_ms=80, catalog=small_catalog, predictor=hand_predictor
+    )
+    rows = by_gpu(big)
+    assert not rows["NVIDIA L4"]["fits"] and pd.isna(rows["NVIDIA L4"]["power_w"])
+    assert rows["NVIDIA L4"]["reason"] == "weights 141.2 GB > 24 GB"
+    assert rows["NVIDIA H100 SXM5"]["reason"] == "weights 141.2 GB > 80 GB"
+    assert rec.verdict(big, 80).startswith("no GPU fits the model")
+    # the weights fit an L4, the KV cache of 10 req/s does not:
+    # 10 x 256 x 0.060 = 153.6 -> 154 sequences x 0.1007 GB = 15.5 GB;
+    # usable: 16.06 GB + 90 % of the 7.94 GB left = 23.2 GB
+    busy = by_gpu(ask(small_catalog, rate=10))["NVIDIA L4"]
+    assert not busy["fits"] and pd.isna(busy["rank"])
+    assert busy["reason"] == (
+        "weights 16.1 GB + KV cache for 154 concurrent sequences 15.5 GB > 23.2 GB usable of 24 GB"
+    )
+
+
+def test_offline_uses_the_engine_batch(small_catalog):
+    rows = by_gpu(ask(small_catalog, scenario="offline", requests_per_day=86400))
+    l4 = rows["NVIDIA L4"]
+    # KV cache room: 0.9 x 7.94 GB / 0.1007 GB per sequence = 70.99 -> a batch of 70
+    assert l4["concurrent_seqs"] == 70
+    assert l4["tokens_per_s"] == pytest.approx(70 / 0.060)
+    assert l4["energy_j_per_token"] == pytest.approx(60.0 * 0.060 / 70)  # W x ITL / batch
+    # 86,400 requests x 256 tokens / (1,166.7 tokens/s) = 5.27 h of batch work at 60 W
+    hours = 86400 * 256 / (70 / 0.060) / 3600
+    assert l4["busy_hours"] == pytest.approx(hours)
+    assert l4["energy_kwh_per_day"] == pytest.approx(60.0 * hours / 1000)
+
+
+def test_prices_add_cost_columns(small_catalog):
+    table = ask(small_catalog, rate=0.5, prices={"L4": 0.8, "NVIDIA H100 80GB HBM3": 4.0})
+    rows = by_gpu(table)
+    # 0.5 req/s x 86,400 s x 256 = 11,059,200 tokens a day
+    assert rows["NVIDIA L4"]["usd_per_day"] == pytest.approx(19.2)
+    assert rows["NVIDIA L4"]["usd_per_1m_tokens"] == pytest.approx(19.2 / 11.0592)
+    assert rows["NVIDIA H100 SXM5"]["usd_per_1m_tokens"] == pytest.approx(96 / 11.0592)
+    assert rows["NVIDIA L4"]["cost_rank"] == 1 and rows["NVIDIA H100 SXM5"]["cost_rank"] == 2
+    assert rec.verdict(table).endswith(", $1.74/1M tokens")
+
+
+def test_gpus_resolve_through_aliases(small_catalog):
+    table = ask(small_catalog, rate=0.5, gpus=["H100"])
+    assert list(table["gpu"]) == ["NVIDIA H100 SXM5"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": 0}, "rate must be a finite number > 0; got 0"),
+        ({"rate": -1.0}, "rate must be a finite number > 0; got -1.0"),
+        ({"rate": float("nan")}, "rate must be a finite number > 0"),
+        ({"requests_per_day": 0}, "requests_per_day must be a finite number > 0"),
+        ({"rate": 1, "requests_per_day": 5}, "give one load, not rate and requests_per_day"),
+        ({}, "a server needs a load"),
+        ({"rate": 1, "itl_slo_ms": -3}, "itl_slo_ms must be a finite number > 0; got -3"),
+        ({"rate": 1, "output_tokens": 0.5}, "output_tokens must be a whole number >= 1"),
+        ({"rate": 1, "scenario": "batch"}, "scenario must be one of server, offline"),
+        ({"rate": 1, "prices": {"L4": -1}}, "usd_per_hour must be a finite number >= 0"),
+        ({"rate": 1, "prices": {"L5": 1}}, "prices: gpu 'L5' is not in the catalogue; closest"),
+    ],
+)
+def test_bad_inputs_name_the_field(small_catalog, kwargs, message):
+    with pytest.raises(QueryError) as caught:
+        ask(small_catalog, **kwargs)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        (pd.DataFrame({"hour": range(24)}), "load profile lacks column(s) rate"),
+        (pd.DataFrame({"hour": range(1, 25), "rate": 1.0}), "hour must be a whole number 0-23"),
+        (pd.DataFrame({"hour": [0.5, *range(1, 24)], "rate": 1.0}), "hour must be a whole"),
+        (pd.DataFrame({"hour": [0, 0, *range(2, 24)], "rate": 1.0}), "hour must be unique"),
+        (pd.DataFrame({"hour": range(23), "rate": 1.0}), "missing [23]"),
+        (pd.DataFrame({"hour": range(24), "rate": [-1.0] + [1.0] * 23}), "rate must be a finite"),
+        (pd.DataFrame({"hour": range(24), "rate": [np.inf] + [1.0] * 23}), "rate must be a finite"),
+        (pd.DataFrame({"hour": range(24), "rate": 0.0}), "rate must be > 0 in at least one hour"),
+    ],
+)
+def test_malformed_profiles(profile, message):
+    with pytest.raises(QueryError, match="load profile") as caught:
+        rec.check_profile(profile)
+    assert message in str(caught.value)
+
+
+def test_unknown_model_gives_close_matches(small_catalog):
+    with pytest.raises(UnknownNameError, match="closest: meta-llama/Llama-3.1-8B-Instruct"):
+        rec.recommend(
+            "meta-llama/Llama-3.1-8B-Instrct",
+            rate=1,
+            catalog=small_catalog,
+            predictor=hand_predictor,
+        )
+
+
+def test_package_level_call_and_cheap_import(small_catalog):
+    table = wattgpu.recommend(LLM_8B, rate=0.5, catalog=small_catalog, predictor=hand_predictor)
+    assert table["rank"].tolist() == [1, 2]
+    probe = "import sys, wattgpu; print('pandas' in sys.modules, wattgpu.__version__)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[0] == "False"
+
+
+# --- the command line, with a predictor computed from the real catalogue's specs ---------------
+
+
+def spec_predictor(catalog):
+    def predict(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+        specs = catalog.gpus.loc[queries["gpu"]]
+        rate = queries.get("request_rate_rps", pd.Series(1.0, index=queries.index)).to_numpy()
+        if target == "power":
+            value = specs["tdp_w"].to_numpy(float) * (0.3 + 0.1 * rate)
+        else:  # 16 GB read per token at the card's bandwidth, slowed by the load
+            value = 16e3 / specs["memory_bandwidth_gb_s"].to_numpy(float) * (1 + 0.1 * rate)
+        return pd.DataFrame(
+            {"prediction": value, "lower": value * 0.9, "upper": value * 1.2, "warnings": ""}
+        )
+
+    return predict
+
+
+def command_group() -> click.Group:
+    """The project's CLI once it registers `recommend`; until then a one-command group."""
+    from wattgpu.cli import WattgpuGroup, cli
+
+    if "recommend" in cli.commands:
+        return cli
+    group = WattgpuGroup("wattgpu")
+    group.add_command(recommend_command)
+    return group
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch, catalog):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    monkeypatch.setattr(rec, "model_predictor", lambda *a, **k: spec_predictor(catalog))
+
+    def invoke(*args):
+        result = CliRunner().invoke(command_group(), ["recommend", *args], catch_exceptions=False)
+        assert "Traceback" not in result.output
+        return result
+
+    return invoke
+
+
+TICKETS = ("--model", LLM_8B, "--requests-per-day", "30000", "--output-tokens", "256")
+
+
+def test_cli_table_and_verdict(run):
+    result = run(*TICKETS, "--itl-slo-ms", "80")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"{LLM_8B}, server at 0.347 req/s on average (30,000 requests/day)")
+    assert lines[1].split()[:2] == ["rank", "GPU"]
+    assert lines[2].split()[:3] == ["1", "NVIDIA", "L4"]
+    assert lines[-1].startswith("Best: NVIDIA L4 — ")
+    assert "weights 16.1 GB > 16 GB" in result.output  # the T4 and the 16 GB V100s
+
+
+def test_cli_json_carries_every_column_and_plot_is_a_png(run, tmp_path):
+    chart = tmp_path / "chart.png"
+    result = run(*TICKETS, "--itl-slo-ms", "80", "--format", "json", "--plot", str(chart))
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert len(records) == 28
+    shown = set(TABLE_COLUMNS) - set(rec.PRICE_COLUMNS)
+    assert shown <= set(records[0]) and set(rec.COLUMNS) - set(rec.PRICE_COLUMNS) <= set(records[0])
+    assert records[0]["rank"] == 1 and records[0]["meets_slo"] is True
+    assert result.stderr.startswith("Best: NVIDIA L4")
+    assert chart.read_bytes()[:8] == PNG_SIGNATURE
+    image = matplotlib.image.imread(chart)
+    assert image.ndim == 3 and image.shape[0] > 100
+    csv = run(*TICKETS, "--format", "csv", "--price-file", str(write_prices(tmp_path)))
+    frame = pd.read_csv(pd.io.common.StringIO(csv.stdout))
+    assert set(TABLE_COLUMNS) <= set(frame.columns) and frame["cost_rank"].notna().sum() == 2
+
+
+def write_prices(tmp_path, rows=(("L4", 0.8), ("H100", 4.0))):
+    path = tmp_path / "prices.csv"
+    pd.DataFrame(rows, columns=["gpu", "usd_per_hour"]).to_csv(path, index=False)
+    return path
+
+
+def test_cli_no_gpu_meets_exits_3(run):
+    result = run(*TICKETS, "--itl-slo-ms", "1")
+    assert result.exit_code == 3
+    assert (
+        result.output.splitlines()[-1] == "no GPU meets ITL ≤ 1 ms; closest: NVIDIA B200 (2.1 ms)"
+    )
+
+
+def test_cli_help_documents_exit_codes(run):
+    result = run("--help")
+    assert result.exit_code == 0
+    assert "3  no GPU meets the SLO" in result.output and "1  bad input" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--model", LLM_8B, "--rate", "0"), "rate must be a finite number > 0; got 0.0"),
+        (("--model", "llama-3.1-8b-instrct", "--rate", "1"), "closest: "),
+        (("--model", LLM_8B, "--rate", "1", "--gpus", "H100,L5"), "GPU 'L5' is not in"),
+        (("--model", LLM_8B, "--rate", "1", "--requests-per-day", "9"), "give one load"),
+        (("--model", LLM_8B, "--load-profile", "nope.csv"), "load profile not found: nope.csv"),
+        (("--model", LLM_8B, "--load-profile", "{profile}"), "hour must be unique; got 3 twice"),
+        (("--model", LLM_8B, "--rate", "1", "--price-file", "{prices}"), "gpu 'Z9' is not in"),
+        (("--model", LLM_8B, "--rate", "1", "--price-file", "{negative}"), "usd_per_hour must"),
+        (("--model", LLM_8B, "--rate", "1", "--price-file", "{nocolumn}"), "lacks column(s) usd"),
+    ],
+)
+def test_cli_bad_inputs_are_one_line_exit_1(run, tmp_path, args, message):
+    hours = [*range(24)]
+    hours[4] = 3
+    pd.DataFrame({"hour": hours, "rate": 1.0}).to_csv(tmp_path / "profile.csv", index=False)
+    files = {
+        "profile": tmp_path / "profile.csv",
+        "prices": write_prices(tmp_path, (("L4", 1.0), ("Z9", 2.0))),
+        "negative": write_prices(tmp_path / "..", (("L4", -1.0),)),
+    }
+    (tmp_path / "nocolumn.csv").write_text("gpu,price\nL4,1\n")
+    files["nocolumn"] = tmp_path / "nocolumn.csv"
+    args = [a.format(**files) for a in args]
+    result = run(*args)
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0]
+
+
+# --- on a registered model trained on small generated data --------------------------------------
+
+GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, catalog):
+    """Both targets tuned briefly on generated rows of five GPUs, registered, v1 in production."""
+    from wattgpu.config import Settings
+    from wattgpu.data.simulate import simulate
+    from wattgpu.lifecycle import pipeline, registry, tracking
+
+    root = tmp_path_factory.mktemp("recommend-store")
+    rows = simulate(catalog, seed=3)
+    data = root / "small.csv"
+    rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
+    settings = Settings(
+        REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+    )
+    for target in ("power", "itl"):
+        pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
+    tracking.configure(settings.tracking_uri)
+    for target in ("power", "itl"):
+        registry.promote(target, registry.register(target), "production")
+    return settings
+
+
+@pytest.mark.slow
+def test_registry_ranking_matches_its_predictions(store, catalog):
+    from wattgpu.lifecycle import client
+
+    table = rec.recommend(
+        LLM_8B, requests_per_day=30000, itl_slo_ms=80, settings=store, catalog=catalog
+    )
+    ranked = table[table["rank"].notna()]
+    assert len(ranked) >= 10 and ranked["energy_j_per_token"].is_monotonic_increasing
+    assert np.allclose(ranked["energy_j_per_token"], ranked["power_w"] / ranked["tokens_per_s"])
+    # the numbers in the table are the registry models' answers for the same queries
+    queries = pd.DataFrame(
+        {
+            "gpu": ranked["gpu"],
+            "model": LLM_8B,
+            "scenario": "server",
+            "request_rate_rps": 30000 / 86400,
+            "input_tokens": 512.0,
+            "output_tokens": 256.0,
+        }
+    )
+    answers = client.predict(store, queries, ("power", "itl"))
+    assert np.allclose(ranked["power_w"], answers["power_prediction_w"])
+    assert np.allclose(ranked["itl_ms"], answers["itl_prediction_ms"])
+    big = by_gpu(rec.recommend(LLM_70B, rate=1, settings=store, catalog=catalog))
+    assert big["NVIDIA L4"]["reason"] == "weights 141.1 GB > 24 GB"
+
+
+@pytest.mark.slow
+def test_registry_cli_json_plot_and_mlflow_run(store, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    chart = tmp_path / "c.png"
+    result = CliRunner().invoke(
+        command_group(),
+        ["recommend", *TICKETS, "--itl-slo-ms", "80", "--format", "json", "--plot", str(chart)]
+        + ["--log"],
+    )
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert records[0]["rank"] == 1 and chart.read_bytes()[:8] == PNG_SIGNATURE
+    client = MlflowClient(store.tracking_uri)
+    experiment = client.get_experiment_by_name("wattgpu-recommend")
+    (run,) = client.search_runs([experiment.experiment_id])
+    files = {a.path for a in client.list_artifacts(run.info.run_id, "recommendation")}
+    assert files == {
+        "recommendation/table.csv",
+        "recommendation/chart.png",
+        "recommendation/verdict.txt",
+    }
+    assert run.data.metrics["best_power_w"] == pytest.approx(records[0]["power_w"])
+    hopeless = CliRunner().invoke(command_group(), ["recommend", *TICKETS, "--itl-slo-ms", "0.1"])
+    assert hopeless.exit_code == 3 and "no GPU meets ITL ≤ 0.1 ms; closest: " in hopeless.output
