@@ -320,6 +320,12 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
         and "closest: NVIDIA H100 SXM5" in bad.output
         and "Traceback" not in bad.output
     )
+    table = runner.invoke(cli, ["evaluate", "--target", "itl", "--version", "1"])
+    assert (
+        table.exit_code == 0
+        and store["runs"]["itl"] in table.output
+        and "| itl | catboost |" in table.output
+    )
     missing = runner.invoke(cli, ["promote", "itl", "--version", "42", "--to", "production"])
     assert missing.exit_code == 1 and "wattgpu-itl has no version 42" in missing.output
 

@@ -222,15 +222,26 @@ def main_job(
     help="Target whose latest run to show when no --run-id is given.",
 )
 @click.option(
+    "--version",
+    "version",
+    type=click.IntRange(min=1),
+    default=None,
+    help="A registered model version of --target: show the run it came from.",
+)
+@click.option(
     "--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True
 )
 @click.pass_context
-def evaluate(ctx: click.Context, run_id: str | None, target: str, fmt: str) -> None:
+def evaluate(
+    ctx: click.Context, run_id: str | None, target: str, version: int | None, fmt: str
+) -> None:
     """Print the evaluation table (model and baselines, CV/LOGO/LOLO x scenario) of a tuning run."""
-    from wattgpu.lifecycle import tracking
+    from wattgpu.lifecycle import registry, tracking
     from wattgpu.modeling.evaluation import to_markdown
 
     tracking.configure(_settings(ctx).tracking_uri)
+    if version is not None:
+        run_id = registry.version_run_id(target, version)
     run_id = run_id or tracking.latest_parent_run(target)
     table = tracking.load_evaluation(run_id)
     click.echo(f"run {run_id}")

@@ -204,6 +204,12 @@ def list_versions(target: str) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("version").reset_index(drop=True)
 
 
+def version_run_id(target: str, version: int) -> str:
+    """The tuning run a registered version came from."""
+    found = _version(MlflowClient(), model_name(target), version)
+    return found.tags.get("wattgpu.run_id") or found.run_id
+
+
 def model_uri(target: str, alias: str) -> str:
     """``models:/wattgpu-TARGET@ALIAS``, checked to exist."""
     client = MlflowClient()
