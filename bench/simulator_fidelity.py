@@ -168,7 +168,7 @@ def main() -> None:
             constants,
             with_fitted_flag(refit_report, rows, mask),
         )
-        print("\nPaste into src/wattgpu/data/simulate.py:\n")
+        print("\nPaste into src/wattgpu/modeling/physics.py:\n")
         print("DEFAULT_CONSTANTS = PhysicalConstants(")
         for field in fields(PhysicalConstants):
             print(f"    {field.name}={getattr(constants, field.name):.4g},")

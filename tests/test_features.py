@@ -3,7 +3,13 @@ import math
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.features import FEATURE_COLUMNS, build_features, feature_matrix
+from wattgpu.modeling.features import (
+    FEATURE_COLUMNS,
+    build_features,
+    feature_matrix,
+    itl_statistic,
+)
+from wattgpu.modeling.physics import DEFAULT_CONSTANTS
 
 
 def query(**overrides):
@@ -101,4 +107,66 @@ def test_feature_matrix_has_every_column_and_no_nan_categoricals(small_catalog):
     matrix = feature_matrix(build_features(query(engine=None), small_catalog))
     assert list(matrix.columns) == list(FEATURE_COLUMNS)
     assert matrix.loc[0, "engine"] == "vllm"
-    assert matrix.loc[0, "gpu_memory_type"] == "HBM3"
+    assert matrix.loc[0, "llm_family"] == "llama"
+    assert matrix.loc[0, "itl_statistic"] == "median"
+
+
+def test_itl_statistic_reads_the_free_text_itl_kind():
+    kinds = pd.Series(
+        [
+            "median client-side ITL (chunk-smoothed)",
+            "mean TPOT over engine iterations (vLLM stats)",
+            "batch_latency/output_len (upper bound, incl. prefill)",
+            "mean_latency/mean_response_length (incl. prefill)",
+            "mean over requests of (e2e-ttft)/(tokens-1)",
+            "with_prefill",
+            None,
+            "something else",
+        ]
+    )
+    assert itl_statistic(kinds).tolist() == [
+        "median",
+        "mean",
+        "with_prefill",
+        "with_prefill",
+        "mean",
+        "with_prefill",
+        "median",
+        "median",
+    ]
+
+
+def test_the_itl_statistic_is_constant_in_the_power_matrix(small_catalog):
+    rows = build_features(query(itl_kind="mean TPOT"), small_catalog)
+    assert feature_matrix(rows, "itl").loc[0, "itl_statistic"] == "mean"
+    assert feature_matrix(rows, "power").loc[0, "itl_statistic"] == "median"
+
+
+def test_physics_prior_of_llama_8b_on_h100_at_batch_1_by_hand(small_catalog):
+    row = build_features(
+        query(batch_size=1, input_tokens=512, output_tokens=256), small_catalog
+    ).iloc[0]
+    c = DEFAULT_CONSTANTS
+    bandwidth = 3.35e12 * c.memory_efficiency
+    flops = 989.4e12 * c.compute_efficiency
+    # memory time of one step: weights + 1 sequence x 640 tokens of context x 131,072 B
+    t_mem = (16.06e9 + 640 * 131072) / bandwidth
+    t_comp = 2 * 8.03e9 / flops
+    step = c.step_overhead_s + c.seq_overhead_s + max(t_mem, t_comp)
+    # one prefill of 512 tokens per 256 output tokens stalls the sequence
+    itl = step + 2 * 8.03e9 * 512 / flops / 256
+    assert row["prior_itl_s"] == pytest.approx(itl, rel=1e-9)
+    assert row["log_prior_itl_s"] == pytest.approx(math.log(itl))
+    activity = min(
+        1.0, c.memory_power_weight * t_mem / step + c.compute_power_weight * t_comp / step
+    )
+    stall = 2 * 8.03e9 * 512 / flops / 256
+    load = (step * activity + stall) / itl
+    power = 70.0 + (700.0 - 70.0) * load
+    assert row["prior_power_w"] == pytest.approx(power, rel=1e-9)
+    assert row["log_prior_power_tdp"] == pytest.approx(math.log(power / 700.0))
+
+
+def test_mxfp4_weights_take_about_half_a_byte(small_catalog):
+    row = build_features(query(dtype="mxfp4"), small_catalog).iloc[0]
+    assert row["weight_bytes"] == pytest.approx(8.03e9 * 0.53)

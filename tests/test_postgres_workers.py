@@ -1,4 +1,4 @@
-"""Two tuning workers on one Optuna study in a real PostgreSQL server (DESIGN: growing past one machine).
+"""Two tuning workers on one Optuna study in a real PostgreSQL server (DESIGN: scaling out).
 
 The server is a throwaway cluster started here (as the `postgres` user, in a temp dir, on a free
 port); the workers are two real `wattgpu tune` processes sharing the study and the MLflow store.
@@ -14,11 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import mlflow
 import optuna
 import pytest
+import sqlalchemy
+from conftest import REPO
 from mlflow.tracking import MlflowClient
 
-from conftest import REPO
 from wattgpu.data.simulate import simulate
 
 pytestmark = pytest.mark.slow
@@ -40,7 +42,7 @@ def postgres():
     if not initdb or os.geteuid() != 0:
         if os.environ.get("CI") == "true":
             pytest.fail(
-                "CI: PostgreSQL (initdb, pg_ctl) must be installed by .ci/run and the tests run as root"
+                "CI: PostgreSQL (initdb, pg_ctl) must be installed by .ci/run, tests run as root"
             )
         pytest.skip("PostgreSQL server binaries not installed")
     # pytest's own temp root is private to root; the server runs as `postgres`
@@ -59,7 +61,8 @@ def postgres():
     subprocess.run(
         [
             *as_postgres,
-            f"{pg_ctl} -D {data} -o '-p {port} -k {sock} -h 127.0.0.1' -l {root}/log -w start >/dev/null",
+            f"{pg_ctl} -D {data} -o '-p {port} -k {sock} -h 127.0.0.1' -l {root}/log "
+            "-w start >/dev/null",
         ],
         check=True,
     )
@@ -75,39 +78,23 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
     # Create the study and the MLflow store (and so their schemas) once before the workers
     # start, as the README says: two first-time creators race on the tables.
     optuna.create_study(study_name="shared", storage=postgres, direction="minimize")
-    MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()
+    # MLflow's store lives in the same server (its own database), as a team's tracking server
+    # would have it: two processes writing one SQLite file lock each other out under load.
+    engine = sqlalchemy.create_engine(postgres, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(sqlalchemy.text("CREATE DATABASE mlflow"))
+    engine.dispose()
+    tracking_uri = postgres.rsplit("/", 1)[0] + "/mlflow"
+    MlflowClient(tracking_uri).search_experiments()
     env = {
         **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "MLFLOW_TRACKING_URI": tracking_uri,
         "WATTGPU_DATA_DIR": str(REPO / "data"),
     }
-    command = [
-        sys.executable,
-        "-m",
-        "wattgpu",
-        "tune",
-        "--target",
-        "power",
-        "--trials",
-        "4",
-        "--storage",
-        postgres,
-        "--study",
-        "shared",
-        "--data",
-        str(data),
-    ]
-    workers = [
-        subprocess.Popen(
-            command,
-            env=env,
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    command = [sys.executable, "-m", "wattgpu", "tune", "--target", "power", "--trials", "4"]
+    command += ["--storage", postgres, "--study", "shared", "--data", str(data)]
+    pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    workers = [subprocess.Popen(command, env=env, cwd=tmp_path, **pipe) for _ in range(2)]
     outputs = [w.communicate(timeout=600)[0] for w in workers]
     assert all(w.returncode == 0 for w in workers), outputs
     study = optuna.load_study(study_name="shared", storage=postgres)
@@ -116,3 +103,9 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
     # finish a trial in flight, so the study holds between 4 and 5
     assert 4 <= len(complete) <= 5
     assert len({t.number for t in complete}) == len(complete)
+    # both workers logged a parent run, with their trials nested in it, to the shared store
+    mlflow.set_tracking_uri(tracking_uri)
+    runs = mlflow.search_runs(search_all_experiments=True)
+    parents = runs[runs["tags.wattgpu.kind"] == "tuning"]
+    assert len(parents) == 2 and set(parents["status"]) == {"FINISHED"}
+    assert runs["tags.mlflow.parentRunId"].isin(parents["run_id"]).sum() >= 4

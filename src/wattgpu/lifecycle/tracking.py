@@ -32,7 +32,16 @@ def experiment_id(target: str) -> str:
     name = EXPERIMENTS[target]
     try:
         found = mlflow.get_experiment_by_name(name)
-        return found.experiment_id if found else mlflow.create_experiment(name, _artifact_root())
+        if found:
+            return found.experiment_id
+        try:
+            return mlflow.create_experiment(name, _artifact_root())
+        except mlflow.exceptions.MlflowException:
+            # another worker created it between our look-up and our create
+            found = mlflow.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
     except mlflow.exceptions.MlflowException as exc:
         raise ConfigError(
             f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}"

@@ -6,16 +6,22 @@ what WattGPU is for. Studies live in any SQLAlchemy storage and resume where the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import optuna
 import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.model_selection import GroupKFold
 
 from wattgpu.errors import ConfigError
+from wattgpu.modeling import models
 from wattgpu.modeling.evaluation import out_of_fold, score
 from wattgpu.modeling.metrics import mdape
+from wattgpu.modeling.splits import split_indices
+from wattgpu.modeling.targets import MEASURED_COLUMN
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 
@@ -29,6 +35,12 @@ def search_space(trial: optuna.Trial) -> dict[str, Any]:
         "l2_leaf_reg": trial.suggest_float("l2_leaf_reg", 0.5, 30.0, log=True),
         "random_strength": trial.suggest_float("random_strength", 0.1, 10.0, log=True),
     }
+
+
+def default_trial() -> dict[str, Any]:
+    """The CatBoost defaults as a point of ``search_space``: every study tries them first."""
+    keys = ("iterations", "depth", "learning_rate", "l2_leaf_reg")
+    return {**{k: models.DEFAULT_PARAMS[k] for k in keys}, "random_strength": 1.0}
 
 
 def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
@@ -108,8 +120,15 @@ def run_study(
         raise ConfigError(f"trials must be at least 1; got {trials}")
     study = open_study(storage, study_name, seed)
     remaining = trials - completed_trials(study)
+    if not study.trials:
+        study.enqueue_trial(default_trial(), skip_if_exists=True)
     if remaining > 0:
-        callbacks = [lambda _study, _trial: on_trial_done()] if on_trial_done else []
+        # Workers sharing one study (PostgreSQL) stop together once it holds `trials` complete.
+        callbacks = [
+            optuna.study.MaxTrialsCallback(trials, states=(optuna.trial.TrialState.COMPLETE,))
+        ]
+        if on_trial_done:
+            callbacks.append(lambda _study, _trial: on_trial_done())
         study.optimize(
             make_objective(target, frame, seed, split, log_trial),
             n_trials=remaining,
@@ -125,3 +144,123 @@ def run_study(
 def best_params(study: optuna.Study) -> dict[str, Any]:
     """The best completed trial's hyperparameters."""
     return dict(study.best_trial.params)
+
+
+def tune_params(
+    target: str, frame: pd.DataFrame, *, trials: int, seed: int = 0, split: str = "LOGO"
+) -> dict[str, Any]:
+    """Best hyperparameters of an in-memory study on ``frame`` alone (objective: ``split`` MdAPE).
+
+    The first trial is ``default_trial()``. Nothing is logged or stored: this is the inner loop of
+    a nested evaluation, where ``frame`` is a training fold.
+    """
+    if trials < 1:
+        raise ConfigError(f"trials must be at least 1; got {trials}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
+    study.enqueue_trial(default_trial())
+    study.optimize(make_objective(target, frame, seed, split, None), n_trials=trials, catch=())
+    return best_params(study)
+
+
+# LOLO has one fold per LLM (dozens): tuning once per fold would cost dozens of studies, so the
+# LLMs are cut into this many blocks and each block's LLMs share the hyperparameters tuned
+# without any of them.
+LOLO_TUNING_BLOCKS = 5
+
+
+def nested_out_of_fold(
+    target: str,
+    frame: pd.DataFrame,
+    split: str,
+    *,
+    trials: int,
+    seed: int = 0,
+    tuning_split: str = "LOGO",
+    on_study_done: Callable[[], None] | None = None,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Out-of-fold predictions from models whose hyperparameters never saw the held-out group.
+
+    CV and LOGO: every outer fold runs its own study (``tune_params``, objective ``tuning_split``
+    MdAPE) on its training rows only. LOLO: the LLMs are cut into ``LOLO_TUNING_BLOCKS`` blocks;
+    a study runs on the rows of the other blocks, and each LLM of the block is then predicted by a
+    model fitted on every row but its own with those parameters. So no held-out row, GPU or LLM
+    ever influences the hyperparameters of the model that predicts it.
+
+    Returns:
+        The predictions (``gpu``, ``model``, ``scenario``, ``true``, ``pred``) and, per study,
+        the held-out groups and the chosen parameters.
+
+    """
+    pred = np.full(len(frame), np.nan)
+    folds = list(split_indices(frame, split, seed=seed))
+    if split == "LOLO":
+        llms = frame["model"].astype(str).to_numpy()
+        blocks = GroupKFold(
+            n_splits=min(LOLO_TUNING_BLOCKS, len(np.unique(llms))), shuffle=True, random_state=seed
+        )
+        studies = [
+            (tune_rows, np.unique(llms[held]))
+            for tune_rows, held in blocks.split(frame, groups=llms)
+        ]
+    else:
+        studies = [(train, None) for train, _ in folds]
+    chosen: list[dict[str, Any]] = []
+    fold_params: list[dict[str, Any] | None] = [None] * len(folds)
+    for number, (tune_rows, held_llms) in enumerate(studies):
+        rows = frame.iloc[tune_rows]
+        inner = tuning_split
+        column = {"LOGO": "gpu", "LOLO": "model"}.get(inner)
+        if column is not None and rows[column].nunique() < 2:
+            inner = "CV"
+        params = tune_params(target, rows, trials=trials, seed=seed, split=inner)
+        if held_llms is None:
+            fold_params[number] = params
+            held = (
+                sorted(set(frame["gpu"].iloc[folds[number][1]].astype(str)))
+                if split == "LOGO"
+                else [f"CV fold {number + 1}"]
+            )
+        else:
+            for index, (_, test) in enumerate(folds):
+                if frame["model"].iloc[test[0]] in held_llms:
+                    fold_params[index] = params
+            held = sorted(held_llms)
+        chosen.append({"split": split, "held_out": held, "tuned_on": inner, "params": params})
+        if on_study_done is not None:
+            on_study_done()
+    jobs = min(len(folds), os.cpu_count() or 1)
+    answers = Parallel(n_jobs=jobs)(
+        delayed(_fit_predict)(target, frame.iloc[train], frame.iloc[test], params, seed)
+        for (train, test), params in zip(folds, fold_params, strict=True)
+    )
+    for (_, test), answer in zip(folds, answers, strict=True):
+        pred[test] = answer
+    predictions = pd.DataFrame(
+        {
+            "gpu": frame["gpu"].to_numpy(),
+            "model": frame["model"].to_numpy(),
+            "scenario": frame["scenario"].to_numpy(),
+            "true": frame[MEASURED_COLUMN[target]].to_numpy(dtype=float),
+            "pred": pred,
+        }
+    )
+    return predictions, chosen
+
+
+def studies_needed(frame: pd.DataFrame, split: str) -> int:
+    """How many studies ``nested_out_of_fold`` runs for ``split`` (for a progress bar)."""
+    if split == "LOLO":
+        return min(LOLO_TUNING_BLOCKS, frame["model"].nunique())
+    return len(list(split_indices(frame, split)))
+
+
+def _fit_predict(
+    target: str,
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    params: dict[str, Any] | None,
+    seed: int,
+) -> np.ndarray:
+    model = models.fit(target, train, {**(params or {}), "thread_count": 1}, seed=seed)
+    return models.predict(target, model, test)

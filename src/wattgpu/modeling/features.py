@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, GPU_TEXT_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
+from wattgpu.modeling import physics
+from wattgpu.modeling.physics import ENGINE_MAX_BATCH
 
 # What a query may leave out, and what it then means.
 DEFAULT_INPUT_TOKENS = 512.0
@@ -17,8 +19,13 @@ DEFAULT_OUTPUT_TOKENS = 256.0
 DEFAULT_ENGINE = "vllm"
 DEFAULT_NUM_GPUS = 1.0
 DEFAULT_DTYPE = "bfloat16"
-# vLLM's default max_num_seqs: the batch an engine picks when the user sets none.
-ENGINE_MAX_BATCH = 256.0
+# Which per-request ITL statistic a row's ``itl_s`` is (``itl_statistic`` reads the free-text
+# ``itl_kind`` of a measurement file): the median gap between two tokens, the mean time per
+# output token after the first, or a request's (or batch's) latency / output tokens, which
+# includes the prefill. A query asks for the median unless it says otherwise: it is what the
+# most recent engine runs report, and what a user sees for a typical token.
+ITL_STATISTICS = ("median", "mean", "with_prefill")
+DEFAULT_ITL_STATISTIC = "median"
 # Share of the memory left after the weights that an engine gives to the KV cache.
 KV_CACHE_MEMORY_SHARE = 0.9
 
@@ -33,20 +40,29 @@ BYTES_PER_PARAM = {
     "float8": 1.0,
     "int8": 1.0,
     "int4": 0.5,
+    # MXFP4 (gpt-oss): 4-bit experts with a shared 8-bit scale per 32 weights; the 16-bit
+    # attention weights are a few per cent of the total.
+    "mxfp4": 0.53,
 }
 
 GPU_SPEC_COLUMNS = tuple(f"gpu_{c}" for c in (*GPU_TEXT_COLUMNS, *GPU_NUMERIC_COLUMNS))
 LLM_SPEC_COLUMNS = tuple(f"llm_{c}" for c in ("family", "arch", *LLM_NUMERIC_COLUMNS))
 
+# The GPU enters the model through the physical quantities that set power and latency (memory,
+# bandwidth, FP16 peak, TDP) and the analytical model's prior, not through specs that mostly
+# name the product (architecture, release year, transistors, clocks, SMs, ...): with five GPUs
+# in the real data, those let the trees memorise GPUs instead of generalising to unseen ones
+# (leave-one-GPU-out MdAPE on ../shared/reference with CatBoost defaults: power offline
+# 21.7 -> 20.2 %, server 18.6 -> 14.3 %, ITL 13.0 -> 12.8 %).
 CATEGORICAL_FEATURES = (
     "scenario",
     "engine",
-    "gpu_architecture",
-    "gpu_memory_type",
-    "gpu_form_factor",
+    "itl_statistic",
     "llm_family",
     "llm_arch",
 )
+# Features that describe the ITL measurement itself: constant (the default) for other targets.
+ITL_ONLY_FEATURES = ("itl_statistic",)
 NUMERIC_FEATURES = (
     "request_rate_rps",
     "batch_size",
@@ -57,15 +73,7 @@ NUMERIC_FEATURES = (
     "gpu_memory_gb",
     "gpu_memory_bandwidth_gb_s",
     "gpu_fp16_tensor_tflops",
-    "gpu_fp32_tflops",
     "gpu_tdp_w",
-    "gpu_base_clock_mhz",
-    "gpu_boost_clock_mhz",
-    "gpu_sm_count",
-    "gpu_l2_cache_mb",
-    "gpu_transistors_m",
-    "gpu_process_nm",
-    "gpu_release_year",
     "llm_params_b",
     "llm_active_params_b",
     "llm_num_layers",
@@ -83,8 +91,9 @@ NUMERIC_FEATURES = (
     "free_memory_gb",
     "max_concurrent_seqs",
     "concurrency",
-    "clock_ratio",
     "fits_in_memory",
+    "log_prior_power_tdp",
+    "log_prior_itl_s",
 )
 FEATURE_COLUMNS = CATEGORICAL_FEATURES + NUMERIC_FEATURES
 
@@ -95,22 +104,20 @@ def attach_specs(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     Spec columns already present on a row (a query describing an uncatalogued GPU or LLM) win
     over the catalogue's; rows whose names are not in the catalogue keep only what they carry.
     """
-    out = frame.copy()
-    gpu_specs = catalog.gpus.add_prefix("gpu_").drop(
-        columns=["gpu_gpu", "gpu_aliases"], errors="ignore"
-    )
-    llm_specs = catalog.llms.add_prefix("llm_").drop(
-        columns=["llm_model", "llm_aliases"], errors="ignore"
-    )
-    for key, specs in (("gpu", gpu_specs), ("model", llm_specs)):
-        looked_up = specs.reindex(out[key].to_numpy())
-        looked_up.index = out.index
+    # Columns gathered in a dict and framed once: ~40 DataFrame insertions would dominate
+    # the time of a one-row query.
+    columns = {c: frame[c] for c in frame.columns}
+    for key, specs in (("gpu", catalog.gpu_specs), ("model", catalog.llm_specs)):
+        looked_up = specs.reindex(frame[key].to_numpy())
+        looked_up.index = frame.index
         for column in looked_up.columns:
-            if column in out.columns:
-                out[column] = out[column].where(out[column].notna(), looked_up[column])
-            else:
-                out[column] = looked_up[column]
-    return out
+            given = columns.get(column)
+            columns[column] = (
+                looked_up[column]
+                if given is None
+                else given.where(given.notna(), looked_up[column])
+            )
+    return pd.DataFrame(columns, index=frame.index)
 
 
 def fill_workload_defaults(frame: pd.DataFrame) -> pd.DataFrame:
@@ -134,6 +141,24 @@ def fill_workload_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     out["request_rate_rps"] = out["request_rate_rps"].astype(float)
     out["batch_size"] = out["batch_size"].astype(float)
     return out
+
+
+def itl_statistic(kind: pd.Series) -> pd.Series:
+    """The ITL statistic (``ITL_STATISTICS``) a free-text ``itl_kind`` names.
+
+    A name of the statistic itself passes through; text that mentions the prefill, or a latency
+    divided by a length, is ``with_prefill``; "median" is ``median``; "mean"/"TPOT" is ``mean``;
+    anything else (and blank) is ``DEFAULT_ITL_STATISTIC``.
+    """
+    text = kind.astype("object").fillna("").astype(str).str.lower()
+    known = text.where(text.isin(ITL_STATISTICS))
+    prefill = text.str.contains("prefill") | text.str.contains(r"latency\s*/", regex=True)
+    out = np.select(
+        [known.notna(), prefill, text.str.contains("median"), text.str.contains("mean|tpot")],
+        [known, "with_prefill", "median", "mean"],
+        default=DEFAULT_ITL_STATISTIC,
+    )
+    return pd.Series(out, index=kind.index, dtype=object)
 
 
 def bytes_per_param(dtype: pd.Series) -> pd.Series:
@@ -182,6 +207,16 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     out["clock_ratio"] = out["gpu_boost_clock_mhz"].astype(float) / out[
         "gpu_base_clock_mhz"
     ].astype(float)
+    kind = out["itl_kind"] if "itl_kind" in out.columns else pd.Series(np.nan, index=out.index)
+    out["itl_statistic"] = itl_statistic(kind)
+    # The analytical model's answer for the row: a prior the trees correct (the ITL target is
+    # the log-ratio of the measurement to it, see targets.py) and a feature of both models.
+    prior = physics.predict(out)
+    out["prior_power_w"] = prior["power_w"].to_numpy()
+    out["prior_itl_s"] = prior["itl_s"].to_numpy()
+    tdp = out["gpu_tdp_w"].astype(float)
+    out["log_prior_power_tdp"] = np.log(out["prior_power_w"] / tdp.where(tdp > 0))
+    out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
     return out
 
 
@@ -196,20 +231,24 @@ def concurrency(frame: pd.DataFrame) -> pd.Series:
     return offline.where(frame["scenario"] == "offline", 1.0).astype(float)
 
 
-def feature_matrix(frame: pd.DataFrame) -> pd.DataFrame:
-    """The model input: categoricals as strings ("missing" for blanks), numerics as floats."""
-    out = pd.DataFrame(index=frame.index)
+def feature_matrix(frame: pd.DataFrame, target: str | None = None) -> pd.DataFrame:
+    """The model input: categoricals as strings ("missing" for blanks), numerics as floats.
+
+    For a ``target`` other than ``itl``, ``ITL_ONLY_FEATURES`` hold their default on every row:
+    how a data set reported its ITL says nothing about power, but would tell the trees which data
+    set a row comes from.
+    """
+    columns: dict[str, pd.Series] = {}
+    blank = pd.Series(np.nan, index=frame.index)
     for column in CATEGORICAL_FEATURES:
-        values = frame[column] if column in frame.columns else pd.Series(pd.NA, index=frame.index)
-        out[column] = values.astype("object").where(values.notna(), "missing").astype(str)
+        values = frame[column] if column in frame.columns else blank
+        if target not in (None, "itl") and column in ITL_ONLY_FEATURES:
+            values = pd.Series(DEFAULT_ITL_STATISTIC, index=frame.index)
+        columns[column] = values.astype("object").where(values.notna(), "missing").astype(str)
     for column in NUMERIC_FEATURES:
-        values = frame[column] if column in frame.columns else np.nan
-        out[column] = (
-            pd.to_numeric(values, errors="coerce").astype(float)
-            if column in frame.columns
-            else np.nan
-        )
-    return out
+        values = frame[column] if column in frame.columns else blank
+        columns[column] = pd.to_numeric(values, errors="coerce").astype(float)
+    return pd.DataFrame(columns, index=frame.index)
 
 
 def build_features(measurements: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:

@@ -22,8 +22,8 @@ DEFAULT_PARAMS: dict[str, Any] = {
 }
 
 
-def _pool(frame: pd.DataFrame, label: pd.Series | None = None) -> Pool:
-    return Pool(feature_matrix(frame), label=label, cat_features=list(CATEGORICAL_FEATURES))
+def _pool(target: str, frame: pd.DataFrame, label: pd.Series | None = None) -> Pool:
+    return Pool(feature_matrix(frame, target), label=label, cat_features=list(CATEGORICAL_FEATURES))
 
 
 def fit(
@@ -38,10 +38,10 @@ def fit(
         allow_writing_files=False,
         verbose=False,
     )
-    model.fit(_pool(frame, encode(target, frame)))
+    model.fit(_pool(target, frame, encode(target, frame)))
     return model
 
 
 def predict(target: str, model: CatBoostRegressor, frame: pd.DataFrame) -> np.ndarray:
     """Predict ``target`` in SI units (W, or s per token) for rows with features."""
-    return decode(target, frame, model.predict(_pool(frame)))
+    return decode(target, frame, model.predict(_pool(target, frame)))

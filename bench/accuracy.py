@@ -1,0 +1,361 @@
+"""Accuracy on real measurements: the tuned CatBoost models beside their peers, same splits.
+
+Trains and evaluates, on every row of ``../shared/reference/*/measurements.csv`` that carries the
+target (all engines, all GPU counts, both scenarios), with the same CV / leave-one-GPU-out /
+leave-one-LLM-out folds for every method:
+
+* ``catboost`` — the project's models (``wattgpu.modeling.models``: physics features, power as
+  power/TDP, ITL as the log-ratio to the analytical model), with hyperparameters from **nested**
+  tuning: every outer fold runs its own Optuna study on its training rows only (objective:
+  leave-one-GPU-out MdAPE inside those rows); for LOLO the LLMs are cut into 5 blocks and each
+  block's LLMs are predicted with the parameters tuned without any of them. No held-out GPU or
+  LLM ever influences the hyperparameters of the model that predicts it.
+* ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
+  (``wattgpu.modeling.baselines``); the roofline is the per-request step time 2·params/bandwidth,
+  compared with the per-request ``itl_s``.
+* ``xgboost-paper`` — the WattGPU paper's recipe, re-implemented here: XGBoost on the paper's
+  feature lists, ordinal-encoded categoricals and standardised numerics, power as power/TDP
+  (max_depth 6, reg_lambda 150, 200 trees) and ITL as log ITL (max_depth 5, reg_lambda 100,
+  100 trees). Not tuned (the paper's fixed settings).
+
+ITL: ``itl_s`` is always a per-request quantity, but the sources report different statistics of it
+(median gap, mean TPOT, latency / output tokens including the prefill; ``itl_kind``). They share
+one target, and the statistic is a feature (``itl_statistic``; a query asks for the median unless
+it says otherwise), so no row is compared with a prediction of another statistic.
+
+    python bench/accuracy.py [--quick] [--json PATH] [--markdown PATH] [--reference DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from tqdm import tqdm
+
+from wattgpu.data.catalog import Catalog
+from wattgpu.data.measurements import read_measurements, resolve_names
+from wattgpu.lifecycle.tuning import nested_out_of_fold, studies_needed
+from wattgpu.modeling.evaluation import TABLE_COLUMNS, baseline_predictions, score, to_markdown
+from wattgpu.modeling.features import build_features
+from wattgpu.modeling.splits import SPLITS, split_indices
+from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+METHODS = ("catboost", "load-scaled-tdp", "roofline", "xgboost-paper")
+BASELINE_OF = {"power": "load-scaled-tdp", "itl": "roofline"}
+TRIALS = 10
+QUICK_TRIALS = 2
+
+# The paper's recipe: (categorical features, numeric features, XGBoost settings) per target.
+PAPER_RECIPE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]] = {
+    "power": (
+        ("scenario", "llm_family"),
+        (
+            "log_params",
+            "llm_num_kv_heads",
+            "llm_num_layers",
+            "gpu_memory_bandwidth_gb_s",
+            "clock_ratio",
+            "gpu_transistors_m",
+            "gpu_base_clock_mhz",
+            "gpu_release_year",
+            "bandwidth_latency_s",
+        ),
+        {"max_depth": 6, "reg_lambda": 150.0, "n_estimators": 200},
+    ),
+    "itl": (
+        ("scenario", "llm_family", "gpu_memory_type"),
+        (
+            "llm_params_b",
+            "llm_hidden_size",
+            "llm_num_attention_heads",
+            "llm_num_kv_heads",
+            "llm_num_layers",
+            "gpu_memory_bandwidth_gb_s",
+            "gpu_memory_gb",
+            "gpu_fp16_tensor_tflops",
+            "gpu_release_year",
+            "bandwidth_latency_s",
+            "compute_latency_s",
+        ),
+        {"max_depth": 5, "reg_lambda": 100.0, "n_estimators": 100},
+    ),
+}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def load_reference(reference: Path, catalog: Catalog) -> pd.DataFrame:
+    """Every reference row whose GPU and LLM resolve, with specs and physics features."""
+    files = sorted(Path(reference).glob("*/measurements.csv"))
+    if not files:
+        raise FileNotFoundError(
+            f"no */measurements.csv under {reference} (give --reference DIR or set "
+            "WATTGPU_REFERENCE_DIR)"
+        )
+    rows, unresolved = resolve_names(read_measurements(files), catalog)
+    if len(unresolved):
+        first = unresolved.iloc[0]
+        print(
+            f"warning: {len(unresolved)} rows name a GPU or LLM missing from the catalogue "
+            f"(e.g. {first['gpu']!r}, {first['model']!r}); they are left out",
+            file=sys.stderr,
+        )
+    return build_features(rows, catalog)
+
+
+# --- the paper's recipe -------------------------------------------------------------------------
+
+
+def _paper_fit_predict(
+    target: str, train: pd.DataFrame, test: pd.DataFrame, seed: int
+) -> np.ndarray:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OrdinalEncoder, StandardScaler
+    from xgboost import XGBRegressor
+
+    cats, nums, settings = PAPER_RECIPE[target]
+
+    def matrix(frame: pd.DataFrame) -> pd.DataFrame:
+        out = {c: frame[c].astype("object").fillna("missing").astype(str) for c in cats}
+        out.update({c: pd.to_numeric(frame[c], errors="coerce").astype(float) for c in nums})
+        return pd.DataFrame(out, index=frame.index)
+
+    encoder = ColumnTransformer(
+        [
+            (
+                "categorical",
+                OrdinalEncoder(
+                    handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1
+                ),
+                list(cats),
+            ),
+            ("numeric", StandardScaler(), list(nums)),
+        ]
+    )
+    model = make_pipeline(encoder, XGBRegressor(**settings, n_jobs=1, random_state=seed))
+    tdp_train = train["gpu_tdp_w"].to_numpy(float)
+    measured = train[MEASURED_COLUMN[target]].to_numpy(float)
+    label = measured / tdp_train if target == "power" else np.log(measured)
+    model.fit(matrix(train), label)
+    raw = model.predict(matrix(test)).astype(float)
+    return raw * test["gpu_tdp_w"].to_numpy(float) if target == "power" else np.exp(raw)
+
+
+def paper_out_of_fold(target: str, frame: pd.DataFrame, split: str, seed: int) -> pd.DataFrame:
+    """The paper's recipe, predicted out of fold on the same folds as the other methods."""
+    folds = list(split_indices(frame, split, seed=seed))
+    answers = Parallel(n_jobs=min(len(folds), os.cpu_count() or 1))(
+        delayed(_paper_fit_predict)(target, frame.iloc[train], frame.iloc[test], seed)
+        for train, test in folds
+    )
+    pred = np.full(len(frame), np.nan)
+    for (_, test), answer in zip(folds, answers, strict=True):
+        pred[test] = answer
+    return baseline_predictions(target, frame).assign(pred=pred)
+
+
+# --- the benchmark ------------------------------------------------------------------------------
+
+
+def run(
+    rows: pd.DataFrame,
+    *,
+    targets: Sequence[str] = TARGETS,
+    splits: Sequence[str] = SPLITS,
+    methods: Sequence[str] = METHODS,
+    trials: int = TRIALS,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The accuracy table (``TABLE_COLUMNS``) of ``methods`` on ``rows``, and the tuned params.
+
+    Args:
+        rows: reference rows from ``load_reference``.
+        targets: ``power`` and/or ``itl``.
+        splits: any of ``CV``, ``LOGO``, ``LOLO``.
+        methods: any of ``METHODS`` (a baseline only runs for its own target).
+        trials: Optuna trials per nested study (the first is CatBoost's defaults).
+        seed: seeds folds, samplers and models.
+        progress: called with a short label after each nested study and each paper fit.
+
+    """
+    records: list[dict[str, Any]] = []
+    chosen: list[dict[str, Any]] = []
+    for target in targets:
+        data = rows_with_target(target, rows)
+        baseline = baseline_predictions(target, data)
+        for split in splits:
+            if "catboost" in methods:
+                oof, params = nested_out_of_fold(
+                    target,
+                    data,
+                    split,
+                    trials=trials,
+                    seed=seed,
+                    on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
+                    if progress
+                    else None,
+                )
+                records += score(oof, "catboost", target, split)
+                chosen += [{"target": target, **p} for p in params]
+            if BASELINE_OF[target] in methods:
+                records += score(baseline, BASELINE_OF[target], target, split)
+            if "xgboost-paper" in methods:
+                records += score(
+                    paper_out_of_fold(target, data, split, seed), "xgboost-paper", target, split
+                )
+                if progress:
+                    progress(f"{target} {split} xgboost-paper")
+    return pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS)), chosen
+
+
+def to_json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The table as JSON-ready records (NaN -> null, row counts as integers)."""
+    out = []
+    for record in table.to_dict("records"):
+        clean = {}
+        for key, value in record.items():
+            if isinstance(value, float) and math.isnan(value):
+                clean[key] = None
+            elif key == "n_rows":
+                clean[key] = int(value)
+            else:
+                clean[key] = value.item() if hasattr(value, "item") else value
+        out.append(clean)
+    return out
+
+
+def caption(trials: int) -> str:
+    return (
+        "MdAPE in %, r = Pearson, τ = mean Kendall τ of the GPU ranking per (LLM, scenario) and "
+        "of the LLM ranking per (GPU, scenario), on out-of-fold predictions. CV: 5 folds grouped "
+        "by (LLM, GPU); LOGO: leave one GPU out; LOLO: leave one LLM out; the same folds for "
+        "every method. catboost: hyperparameters tuned by nested Optuna studies "
+        f"({trials} trials each, objective leave-one-GPU-out MdAPE) on the training rows of "
+        "each outer fold only (LOLO: per block of 1/5 of the LLMs, tuned without that block), so "
+        "no figure comes from a model tuned on its own held-out GPU or LLM. xgboost-paper: the "
+        "paper's fixed settings. Baselines: no learning."
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_TRIALS} trials per study")
+    parser.add_argument("--trials", type=int, help=f"trials per nested study (default {TRIALS})")
+    parser.add_argument("--json", type=Path, help="write the table as JSON records here")
+    parser.add_argument("--markdown", type=Path, help="write the Markdown report here too")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=Path(os.environ.get("WATTGPU_REFERENCE_DIR", DEFAULT_REFERENCE)),
+        help="folder holding <source>/measurements.csv (default: ../shared/reference, "
+        "or $WATTGPU_REFERENCE_DIR)",
+    )
+    parser.add_argument(
+        "--data", type=Path, default=REPO / "data", help="folder of gpus.csv, llms.csv"
+    )
+    parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
+    parser.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    trials = args.trials or (QUICK_TRIALS if args.quick else TRIALS)
+
+    started = time.perf_counter()
+    command = " ".join(["python bench/accuracy.py", *(argv if argv is not None else sys.argv[1:])])
+    lines = [
+        "# Accuracy on real measurements (../shared/reference)",
+        "",
+        f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- machine: {platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs",
+        f"- python {platform.python_version()}, pandas {pd.__version__}",
+        f"- command: {command}",
+        f"- reference: {args.reference}",
+    ]
+    print("\n".join(lines), flush=True)
+    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
+    try:
+        rows = load_reference(args.reference, catalog)
+    except FileNotFoundError as exc:
+        sys.exit(str(exc))
+    for target in args.targets:
+        data = rows_with_target(target, rows)
+        line = (
+            f"- {target} rows: {len(data)} ({data['gpu'].nunique()} GPUs, "
+            f"{data['model'].nunique()} LLMs; "
+            + ", ".join(f"{s} {n}" for s, n in data["scenario"].value_counts().items())
+            + f"; multi-GPU {int((data['num_gpus'] > 1).sum())})"
+        )
+        lines.append(line)
+        print(line, flush=True)
+
+    total = sum(
+        (studies_needed(rows_with_target(t, rows), s) if "catboost" in args.methods else 0)
+        + ("xgboost-paper" in args.methods)
+        for t in args.targets
+        for s in args.splits
+    )
+    bar = tqdm(total=total, desc="accuracy", unit="step", file=sys.stderr)
+
+    def advance(label: str) -> None:
+        bar.set_postfix_str(label)
+        bar.update(1)
+
+    table, chosen = run(
+        rows,
+        targets=args.targets,
+        splits=args.splits,
+        methods=args.methods,
+        trials=trials,
+        seed=args.seed,
+        progress=advance,
+    )
+    bar.close()
+    seconds = time.perf_counter() - started
+    lines += [
+        f"- trials per nested study: {trials}; wall time: {seconds / 60:.1f} min",
+        "",
+        to_markdown(table),
+        caption(trials),
+        "",
+    ]
+    report = "\n".join(lines)
+    print("\n".join(lines[-5:]))
+    if args.markdown:
+        args.markdown.write_text(report)
+    if args.json:
+        args.json.write_text(json.dumps(to_json_records(table), indent=2, allow_nan=False) + "\n")
+    if chosen:
+        print("Tuned parameters per nested study:")
+        for study in chosen:
+            held = ", ".join(study["held_out"][:3]) + (" ..." if len(study["held_out"]) > 3 else "")
+            params = ", ".join(f"{k}={v:.3g}" for k, v in study["params"].items())
+            print(f"- {study['target']} {study['split']} without [{held}]: {params}")
+
+
+if __name__ == "__main__":
+    main()

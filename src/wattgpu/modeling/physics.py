@@ -1,0 +1,210 @@
+"""The analytical model of LLM serving: power and per-request ITL from specs and workload alone.
+
+Pure functions of DataFrames (no I/O). ``wattgpu.data.simulate`` generates a measurement set
+with it and fits its constants; ``wattgpu.modeling.features`` adds its predictions to every row
+as a physics prior that the trees correct. A roofline of the decode step plus queueing, with a
+few constants fitted to real measurements (``bench/simulator_fidelity.py``). Per GPU, with
+``M`` sequences decoded together:
+
+* decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M))``, with
+  ``t_mem = (active weight bytes + M * context * kv_bytes_per_token) / (bandwidth * mem_eff)``,
+  ``t_comp = 2 * active_params * M / (fp16_peak * comp_eff)`` and
+  ``context = input_tokens + output_tokens / 2`` (the mean over a request's decode);
+* prefill of one request ``t_pre = 2 * active_params * input_tokens / (fp16_peak * comp_eff)``.
+  The prefills of the requests that replace finished ones stall the running ones, so offline the
+  per-request ITL is ``t(M) + M * t_pre / output_tokens`` (also what "batch latency / output
+  length" measures), and for a server ``t(1 + N) / (1 - rate * t_pre)``: a request decodes beside
+  the ``N`` others in the system on average;
+* server concurrency from Little's law, ``N = rate * output_tokens * ITL(N)``, solved in closed
+  form (``t`` is the larger of two lines in ``N``), capped by the KV-cache memory and the engine's
+  maximum batch; a server that cannot keep up runs at that cap, like an offline batch;
+* power = idle + (TDP - idle) x min(1, load), where load is the time-averaged activity: 1 in
+  prefill, 0 while a server has no request (probability ``exp(-N)``), and in a decode step
+  ``min(1, memory_power_weight * u_mem + compute_power_weight * u_comp)`` (``u`` = share of the
+  step the memory or the tensor cores are busy; the fixed overheads leave the GPU waiting). A
+  server's load is scaled by ``server_power_factor``. Never above TDP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# vLLM's default max_num_seqs: the batch an engine picks when the user sets none.
+ENGINE_MAX_BATCH = 256.0
+
+
+@dataclass(frozen=True)
+class PhysicalConstants:
+    """The constants of the analytical model.
+
+    Attributes:
+        memory_efficiency: achieved share of the peak memory bandwidth while decoding.
+        compute_efficiency: achieved share of the dense FP16 tensor peak.
+        step_overhead_s: fixed time of one engine step (scheduling, launches, sampling), s.
+        seq_overhead_s: extra step time per sequence in the batch (CPU-side bookkeeping), s.
+        idle_fraction: board power with no request in the system, as a share of TDP.
+        memory_power_weight: dynamic power share (of TDP - idle) of a step that keeps memory busy
+            throughout.
+        compute_power_weight: the same for the tensor cores; above 1 because the board reaches
+            its power limit long before the tensor cores reach their peak.
+        server_power_factor: a server's dynamic power relative to an offline batch with the same
+            activity (empirical: the only real server runs draw about 2/3 of what the offline
+            runs would suggest, as the WattGPU paper's 0.6 vs 0.9 load-scaled TDP baseline does).
+
+    """
+
+    memory_efficiency: float
+    compute_efficiency: float
+    step_overhead_s: float
+    seq_overhead_s: float
+    idle_fraction: float
+    memory_power_weight: float
+    compute_power_weight: float
+    server_power_factor: float
+
+
+# Fitted to the real single-GPU 16-bit dense vLLM rows of ../shared/reference (all but the
+# CPU-bound v2_vllm_batch_2024 family; see bench/simulator_fidelity.py). Refit with
+#   python bench/simulator_fidelity.py --refit
+DEFAULT_CONSTANTS = PhysicalConstants(
+    memory_efficiency=0.7797,
+    compute_efficiency=1.0,  # at its bound: decode never looked compute-bound in the real rows
+    step_overhead_s=0.002247,
+    seq_overhead_s=7.417e-05,
+    idle_fraction=0.1,  # held, not fitted (see calibrate)
+    memory_power_weight=0.6771,
+    compute_power_weight=4.802,
+    server_power_factor=0.6157,
+)
+
+# What a fit may choose from: efficiencies within (0, 1], overheads below 50 ms and 2 ms.
+CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
+    "memory_efficiency": (0.05, 1.0),
+    "compute_efficiency": (0.05, 1.0),
+    "step_overhead_s": (0.0, 0.05),
+    "seq_overhead_s": (0.0, 0.002),
+    "idle_fraction": (0.02, 0.6),
+    "memory_power_weight": (0.0, 1.5),
+    "compute_power_weight": (0.0, 10.0),
+    "server_power_factor": (0.2, 1.5),
+}
+
+# Stand-ins for a spec a row leaves blank, so that any row gets a finite prediction.
+FALLBACK_SPECS = {
+    "gpu_memory_bandwidth_gb_s": 1000.0,
+    "gpu_fp16_tensor_tflops": 150.0,
+    "gpu_tdp_w": 300.0,
+    "llm_params_b": 7.0,
+}
+# A server spending more of its time than this in prefills counts as overloaded.
+MAX_PREFILL_SHARE = 0.95
+
+
+def _values(rows: pd.DataFrame, column: str, default: float, positive: bool = False) -> np.ndarray:
+    """Return a float column; missing, non-finite, negative (zero if ``positive``) -> default."""
+    if column not in rows.columns:
+        return np.full(len(rows), default, dtype=float)
+    values = pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
+    return np.where(ok, values, default)
+
+
+def predict(rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS) -> pd.DataFrame:
+    """Mean board power per GPU and per-request ITL of each row, from specs and workload alone.
+
+    Args:
+        rows: rows as made by ``build_features`` (``gpu_*``/``llm_*`` specs, ``scenario``,
+            ``batch_size``, ``request_rate_rps``, tokens, ``num_gpus`` and physics columns).
+            Blank specs fall back to ``FALLBACK_SPECS``; a scenario other than ``server`` is
+            treated as offline.
+        constants: the model's constants.
+
+    Returns:
+        A frame with the rows' index: ``power_w``, ``itl_s``, ``concurrency`` (sequences
+        decoding), ``throughput_tok_s`` (all positive and finite) and ``ttft_s`` (NaN offline).
+
+    """
+    c = constants
+    n = len(rows)
+    gpus = np.maximum(_values(rows, "num_gpus", 1.0), 1.0)
+    params = _values(rows, "llm_params_b", FALLBACK_SPECS["llm_params_b"], positive=True) * 1e9
+    active = _values(rows, "llm_active_params_b", np.nan, positive=True) * 1e9
+    active = np.where(np.isfinite(active), active, params)
+    weight_bytes = active * _values(rows, "bytes_per_param", 2.0, positive=True)
+    bandwidth = _values(
+        rows, "gpu_memory_bandwidth_gb_s", FALLBACK_SPECS["gpu_memory_bandwidth_gb_s"], True
+    )
+    flops = _values(rows, "gpu_fp16_tensor_tflops", FALLBACK_SPECS["gpu_fp16_tensor_tflops"], True)
+    tdp = _values(rows, "gpu_tdp_w", FALLBACK_SPECS["gpu_tdp_w"], positive=True)
+    bandwidth = bandwidth * 1e9 * c.memory_efficiency * gpus  # achieved bytes/s, all GPUs
+    flops = flops * 1e12 * c.compute_efficiency * gpus  # achieved FLOP/s, all GPUs
+    kv = _values(rows, "kv_bytes_per_token", 0.0)
+    tokens_in = _values(rows, "input_tokens", 512.0)
+    tokens_out = np.maximum(_values(rows, "output_tokens", 256.0), 1.0)
+    cap = np.maximum(_values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
+    batch = _values(rows, "batch_size", np.nan, positive=True)
+    rate = _values(rows, "request_rate_rps", 0.0)
+    server = (rows["scenario"] == "server").to_numpy() if "scenario" in rows else np.zeros(n, bool)
+
+    # t(M) = max(mem_a + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M
+    mem_a = weight_bytes / bandwidth
+    mem_b = (tokens_in + tokens_out / 2.0) * kv / bandwidth
+    comp_b = 2.0 * active / flops
+    prefill = comp_b * tokens_in
+
+    def step(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Step time and its activity (see the module docstring)."""
+        t_mem, t_comp = mem_a + mem_b * m, comp_b * m
+        t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp)
+        use = c.memory_power_weight * t_mem / t + c.compute_power_weight * t_comp / t
+        return t, np.minimum(use, 1.0)
+
+    # Offline, or a server at its cap: M sequences, as many as the KV cache holds.
+    engine_batch = np.minimum(ENGINE_MAX_BATCH, cap)
+    m_full = np.where(server | ~np.isfinite(batch), engine_batch, np.clip(batch, 1.0, cap))
+    m_full = np.maximum(m_full, 1.0)
+    t_full, use_full = step(m_full)
+    stall = m_full * prefill / tokens_out
+    itl_full = t_full + stall
+    load_full = (t_full * use_full + stall) / itl_full
+
+    # Server: N = k t(1 + N), k = rate * out / (1 - rate * t_pre). On a line t = a + b M this is
+    # N = k (a + b) / (1 - k b); the least fixed point of the larger line is the larger of the two.
+    prefill_share = rate * prefill
+    k = rate * tokens_out / np.maximum(1.0 - prefill_share, 1e-9)
+    lines = (
+        (c.step_overhead_s + mem_a, c.seq_overhead_s + mem_b),
+        (np.full(n, c.step_overhead_s), c.seq_overhead_s + comp_b),
+    )
+    stable = prefill_share < MAX_PREFILL_SHARE
+    n_free = np.zeros(n)
+    for a, b in lines:
+        stable &= k * b < 1.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            n_free = np.maximum(n_free, k * (a + b) / (1.0 - k * b))
+    free = server & stable & (n_free + 1.0 < engine_batch)
+    n_free = np.where(free, n_free, 0.0)
+    itl_free = step(1.0 + n_free)[0] / np.maximum(1.0 - prefill_share, 1e-9)
+    p_busy = -np.expm1(-n_free)  # P(at least one request decoding), Poisson occupancy
+    m_busy = np.where(p_busy > 1e-9, n_free / np.maximum(p_busy, 1e-9), 1.0)
+    load_free = prefill_share + (1.0 - prefill_share) * p_busy * step(np.maximum(m_busy, 1.0))[1]
+
+    itl = np.where(free, itl_free, itl_full)
+    load = np.where(free, load_free, load_full) * np.where(server, c.server_power_factor, 1.0)
+    load = np.clip(load, 0.0, 1.0)
+    decoding = np.where(free, n_free, m_full)
+    idle = c.idle_fraction * tdp
+    ttft = prefill / np.where(free, np.maximum(1.0 - prefill_share, 1e-9), 1.0) + itl
+    return pd.DataFrame(
+        {
+            "power_w": idle + (tdp - idle) * load,
+            "itl_s": itl,
+            "concurrency": decoding,
+            "throughput_tok_s": np.maximum(decoding, 1e-9) / itl,
+            "ttft_s": np.where(server, ttft, np.nan),
+        },
+        index=rows.index,
+    )

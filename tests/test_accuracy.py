@@ -1,0 +1,81 @@
+"""The accuracy gate on real measurements: a reduced run of bench/accuracy.py, in process.
+
+CI fails when the project's leave-one-GPU-out power MdAPE is not below the load-scaled TDP
+baseline's on the same rows. The reference measurements (../shared/reference) missing is a
+failure where CI=true and a skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+from conftest import REFERENCE, REPO
+
+from wattgpu.data.catalog import Catalog
+
+pytestmark = pytest.mark.slow
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_accuracy", REPO / "bench" / "accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def reference_rows():
+    if not sorted(REFERENCE.glob("*/measurements.csv")):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI: the reference measurements are missing at {REFERENCE}")
+        pytest.skip(f"reference measurements not found at {REFERENCE}")
+    catalog = Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    return _bench().load_reference(REFERENCE, catalog)
+
+
+def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(reference_rows):
+    bench = _bench()
+    # One trial per nested study: CatBoost's defaults, still chosen without the held-out GPU.
+    table, chosen = bench.run(
+        reference_rows,
+        targets=("power",),
+        splits=("LOGO",),
+        methods=("catboost", "load-scaled-tdp"),
+        trials=1,
+    )
+    assert len(chosen) == reference_rows["gpu"].nunique()
+    mdape = table.set_index(["method", "scenario"])["mdape"]
+    rows = table.set_index(["method", "scenario"])["n_rows"]
+    for scenario in ("offline", "server"):
+        assert rows["catboost", scenario] == rows["load-scaled-tdp", scenario]
+    # every GPU's rows predicted by a model that never saw that GPU, in each scenario
+    for scenario in ("offline", "server"):
+        assert mdape["catboost", scenario] < mdape["load-scaled-tdp", scenario], table.to_string()
+
+
+def test_json_records_have_the_documented_fields(reference_rows):
+    bench = _bench()
+    table, _ = bench.run(
+        reference_rows,
+        targets=("itl",),
+        splits=("LOGO",),
+        methods=("roofline",),
+    )
+    records = bench.to_json_records(table)
+    assert records and set(records[0]) == {
+        "method",
+        "target",
+        "scenario",
+        "split",
+        "mdape",
+        "pearson_r",
+        "gpu_tau",
+        "llm_tau",
+        "n_rows",
+    }
+    assert {r["method"] for r in records} == {"roofline"}
+    assert all(isinstance(r["n_rows"], int) for r in records)

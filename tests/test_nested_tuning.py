@@ -1,0 +1,49 @@
+"""Nested tuning: hyperparameters of every held-out group are chosen without that group."""
+
+import numpy as np
+import pytest
+
+from wattgpu.lifecycle import tuning
+from wattgpu.modeling.features import build_features
+from wattgpu.modeling.targets import rows_with_target
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def rows():
+    from conftest import REPO
+
+    from wattgpu.data.catalog import Catalog
+    from wattgpu.data.simulate import simulate
+
+    catalog = Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    generated = simulate(catalog, seed=0)
+    gpus = sorted(generated["gpu"].unique())[:4]
+    generated = generated[generated["gpu"].isin(gpus)].reset_index(drop=True)
+    return rows_with_target("power", build_features(generated, catalog))
+
+
+def test_default_trial_is_a_point_of_the_search_space():
+    assert tuning.default_trial() == {
+        "iterations": 300,
+        "depth": 6,
+        "learning_rate": 0.1,
+        "l2_leaf_reg": 3.0,
+        "random_strength": 1.0,
+    }
+
+
+def test_logo_runs_one_study_per_gpu_without_it(rows):
+    oof, chosen = tuning.nested_out_of_fold("power", rows, "LOGO", trials=1)
+    assert sorted(c["held_out"][0] for c in chosen) == sorted(rows["gpu"].unique())
+    assert all(c["tuned_on"] == "LOGO" and len(c["held_out"]) == 1 for c in chosen)
+    assert np.isfinite(oof["pred"]).all() and len(oof) == len(rows)
+
+
+def test_lolo_blocks_cover_every_llm_once(rows):
+    oof, chosen = tuning.nested_out_of_fold("power", rows, "LOLO", trials=1)
+    held = [llm for c in chosen for llm in c["held_out"]]
+    assert len(chosen) == tuning.studies_needed(rows, "LOLO") == 5
+    assert sorted(held) == sorted(rows["model"].unique())
+    assert np.isfinite(oof["pred"]).all()

@@ -1,0 +1,32 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu.modeling.features import build_features
+from wattgpu.modeling.targets import decode, encode
+
+
+def test_power_is_learnt_as_a_share_of_tdp():
+    rows = pd.DataFrame({"mean_power_w": [350.0], "gpu_tdp_w": [700.0]})
+    assert encode("power", rows).iloc[0] == pytest.approx(0.5)
+    assert decode("power", rows, np.array([0.5]))[0] == pytest.approx(350.0)
+
+
+def test_itl_is_learnt_as_the_log_ratio_to_the_physics_prior():
+    # measured 30 ms where the analytical model says 20 ms -> log(1.5)
+    rows = pd.DataFrame({"itl_s": [0.030], "prior_itl_s": [0.020]})
+    assert encode("itl", rows).iloc[0] == pytest.approx(math.log(1.5))
+    # a zero correction returns the prior itself
+    assert decode("itl", rows, np.array([0.0]))[0] == pytest.approx(0.020)
+    assert decode("itl", rows, np.array([math.log(1.5)]))[0] == pytest.approx(0.030)
+
+
+def test_served_rows_carry_the_prior_the_itl_target_needs(small_catalog):
+    query = pd.DataFrame(
+        [{"gpu": "NVIDIA L4", "model": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "offline"}]
+    )
+    rows = build_features(query, small_catalog)
+    assert np.isfinite(rows["prior_itl_s"]).all() and (rows["prior_itl_s"] > 0).all()
+    assert decode("itl", rows, np.array([0.0]))[0] == pytest.approx(rows["prior_itl_s"].iloc[0])
