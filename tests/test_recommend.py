@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import click
 import matplotlib.image
 import numpy as np
 import pandas as pd
@@ -16,7 +15,8 @@ from conftest import REPO
 
 import wattgpu
 from wattgpu import recommendation as rec
-from wattgpu.cli_recommend import TABLE_COLUMNS, recommend_command
+from wattgpu.cli import cli
+from wattgpu.cli_recommend import TABLE_COLUMNS
 from wattgpu.errors import QueryError, UnknownNameError
 
 LLM_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -259,17 +259,6 @@ def spec_predictor(catalog):
     return predict
 
 
-def command_group() -> click.Group:
-    """The project's CLI once it registers `recommend`; until then a one-command group."""
-    from wattgpu.cli import WattgpuGroup, cli
-
-    if "recommend" in cli.commands:
-        return cli
-    group = WattgpuGroup("wattgpu")
-    group.add_command(recommend_command)
-    return group
-
-
 @pytest.fixture
 def run(tmp_path, monkeypatch, catalog):
     monkeypatch.chdir(tmp_path)
@@ -278,7 +267,7 @@ def run(tmp_path, monkeypatch, catalog):
     monkeypatch.setattr(rec, "model_predictor", lambda *a, **k: spec_predictor(catalog))
 
     def invoke(*args):
-        result = CliRunner().invoke(command_group(), ["recommend", *args], catch_exceptions=False)
+        result = CliRunner().invoke(cli, ["recommend", *args], catch_exceptions=False)
         assert "Traceback" not in result.output
         return result
 
@@ -432,7 +421,7 @@ def test_registry_cli_json_plot_and_mlflow_run(store, tmp_path, monkeypatch):
     monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
     chart = tmp_path / "c.png"
     result = CliRunner().invoke(
-        command_group(),
+        cli,
         ["recommend", *TICKETS, "--itl-slo-ms", "80", "--format", "json", "--plot", str(chart)]
         + ["--log"],
     )
@@ -449,5 +438,5 @@ def test_registry_cli_json_plot_and_mlflow_run(store, tmp_path, monkeypatch):
         "recommendation/verdict.txt",
     }
     assert run.data.metrics["best_power_w"] == pytest.approx(records[0]["power_w"])
-    hopeless = CliRunner().invoke(command_group(), ["recommend", *TICKETS, "--itl-slo-ms", "0.1"])
+    hopeless = CliRunner().invoke(cli, ["recommend", *TICKETS, "--itl-slo-ms", "0.1"])
     assert hopeless.exit_code == 3 and "no GPU meets ITL ≤ 0.1 ms; closest: " in hopeless.output
