@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from wattgpu.cli_options import alias_option, output_format_option
 from wattgpu.config import DEFAULT_OPTUNA_STORAGE, Settings, load_settings
 from wattgpu.errors import WattgpuError
 
@@ -321,11 +322,14 @@ def list_models(ctx: click.Context, target: str) -> None:
 
 @cli.command()
 @click.option("--target", type=TARGET_CHOICE, default="power", show_default=True)
-@click.option("--alias", default="production", show_default=True, help="Registry alias to serve.")
+@alias_option
 @click.option("--port", type=click.IntRange(1, 65535), default=5001, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=1, show_default=True, help="uvicorn workers."
+)
 @click.pass_context
-def serve(ctx: click.Context, target: str, alias: str, port: int, host: str) -> None:
+def serve(ctx: click.Context, target: str, alias: str, port: int, host: str, workers: int) -> None:
     """Serve a registered model with MLflow's REST model server (POST /invocations)."""
     import shutil
     import sys
@@ -354,6 +358,8 @@ def serve(ctx: click.Context, target: str, alias: str, port: int, host: str) -> 
             str(port),
             "-h",
             host,
+            "-w",
+            str(workers),
         ],
     )
 
@@ -393,17 +399,11 @@ def serve(ctx: click.Context, target: str, alias: str, port: int, host: str) -> 
 @click.option(
     "--target", type=click.Choice(["power", "itl", "both"]), default="both", show_default=True
 )
-@click.option("--alias", default="production", show_default=True, help="Registry alias to load.")
+@alias_option
 @click.option(
     "--url", default=None, help="Ask a running model server instead (needs --target power or itl)."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "csv"]),
-    default="table",
-    show_default=True,
-)
+@output_format_option
 @click.pass_context
 def predict(
     ctx: click.Context,

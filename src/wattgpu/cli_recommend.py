@@ -13,6 +13,7 @@ from typing import Any
 import click
 import pandas as pd
 
+from wattgpu.cli_options import alias_option, output_format_option
 from wattgpu.config import Settings, load_settings
 from wattgpu.errors import WattgpuError
 
@@ -177,6 +178,7 @@ Exit codes:
 \b
 Load profile CSV: columns hour (each of 0-23 once), rate (req/s, >= 0).
 Price CSV: columns gpu (catalogue name or alias), usd_per_hour (>= 0).
+With --format json or csv the verdict goes to stderr, the table to stdout.
 """
 
 
@@ -205,18 +207,11 @@ Price CSV: columns gpu (catalogue name or alias), usd_per_hour (>= 0).
     default=None,
     help="CSV gpu,usd_per_hour: adds $/day, $ per 1M tokens and a cost rank.",
 )
-@click.option("--alias", default="production", show_default=True, help="Registry alias to use.")
+@alias_option
 @click.option("--power-url", default=None, help="Ask this power model server (/invocations).")
 @click.option("--itl-url", default=None, help="Ask this ITL model server (/invocations).")
 @click.option("--strict", is_flag=True, help="Rank only GPUs whose ITL interval meets the SLO.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "csv"]),
-    default="table",
-    show_default=True,
-    help="json/csv: every column, for scripts (the verdict goes to stderr).",
-)
+@output_format_option
 @click.option(
     "--plot",
     type=click.Path(path_type=Path),
