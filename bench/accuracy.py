@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from benchinfo import add_reference_arguments, machine
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
@@ -53,8 +54,6 @@ from wattgpu.modeling.features import build_features
 from wattgpu.modeling.splits import SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 METHODS = ("catboost", "load-scaled-tdp", "roofline", "xgboost-paper")
 BASELINE_OF = {"power": "load-scaled-tdp", "itl": "roofline"}
 TRIALS = 10
@@ -95,16 +94,6 @@ PAPER_RECIPE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]]
         {"max_depth": 5, "reg_lambda": 100.0, "n_estimators": 100},
     ),
 }
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def load_reference(reference: Path, catalog: Catalog) -> pd.DataFrame:
@@ -268,16 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, help=f"trials per nested study (default {TRIALS})")
     parser.add_argument("--json", type=Path, help="write the table as JSON records here")
     parser.add_argument("--markdown", type=Path, help="write the Markdown report here too")
-    parser.add_argument(
-        "--reference",
-        type=Path,
-        default=Path(os.environ.get("WATTGPU_REFERENCE_DIR", DEFAULT_REFERENCE)),
-        help="folder holding <source>/measurements.csv (default: ../shared/reference, "
-        "or $WATTGPU_REFERENCE_DIR)",
-    )
-    parser.add_argument(
-        "--data", type=Path, default=REPO / "data", help="folder of gpus.csv, llms.csv"
-    )
+    add_reference_arguments(parser)
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
     parser.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
@@ -291,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "# Accuracy on real measurements (../shared/reference)",
         "",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- machine: {platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs",
+        f"- machine: {machine()}",
         f"- python {platform.python_version()}, pandas {pd.__version__}",
         f"- command: {command}",
         f"- reference: {args.reference}",

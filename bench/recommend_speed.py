@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from benchinfo import machine
 
 from wattgpu import recommendation as rec
 from wattgpu.config import Settings, load_settings
@@ -29,16 +30,6 @@ from wattgpu.errors import ModelNotFound
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5"]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def train_store(root: Path, catalog: Catalog) -> Settings:
@@ -130,7 +121,7 @@ def main() -> None:
     fitting = int(table["fits"].sum())
     print("# Ranking speed of `wattgpu recommend`")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"- machine: {platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs")
+    print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")
     env = f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']} " if folder is None else ""
     print(f"- command: {env}python bench/recommend_speed.py {' '.join(sys.argv[1:])}".rstrip())

@@ -15,7 +15,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from benchinfo import machine
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = {
@@ -37,13 +37,6 @@ QUERY = {
     "request_rate_rps": 0.5,
 }
 CLIENTS = 8
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def build_model(root: Path) -> tuple[str, str]:
@@ -182,45 +175,33 @@ def main() -> None:
                     timed_post(client, url, one)  # warm-up
                 timed_post(client, url, thousand)
             rows = []
-            sequential = latencies(url, one, args.requests, 1)
-            concurrent = latencies(url, one, args.requests, CLIENTS)
-            for label, values, clients in (
-                ("single row, sequential", sequential, 1),
-                (f"single row, {CLIENTS} clients", concurrent, CLIENTS),
-            ):
-                wall = sum(values) / clients
-                rows.append(
-                    (
-                        label,
-                        len(values),
-                        np.percentile(values, 50) * 1e3,
-                        np.percentile(values, 99) * 1e3,
-                        len(values) / wall,
+            loads = (
+                ("single row", one, args.requests, 1),
+                ("1,000-row batch", thousand, args.batches, 1000),
+            )
+            for kind, body, requests, rows_per_request in loads:
+                for clients, how in ((1, "sequential"), (CLIENTS, f"{CLIENTS} clients")):
+                    values = latencies(url, body, requests, clients)
+                    if rows_per_request == 1 and clients == 1:
+                        sequential = values
+                    wall = sum(values) / clients
+                    p50, p99 = np.percentile(values, [50, 99]) * 1e3
+                    rows.append(
+                        (
+                            f"{kind}, {how}",
+                            len(values),
+                            p50,
+                            p99,
+                            rows_per_request * len(values) / wall,
+                        )
                     )
-                )
-            batches_seq = latencies(url, thousand, args.batches, 1)
-            batches_par = latencies(url, thousand, args.batches, CLIENTS)
-            for label, values, clients in (
-                ("1,000-row batch, sequential", batches_seq, 1),
-                (f"1,000-row batch, {CLIENTS} clients", batches_par, CLIENTS),
-            ):
-                wall = sum(values) / clients
-                rows.append(
-                    (
-                        label,
-                        len(values),
-                        np.percentile(values, 50) * 1e3,
-                        np.percentile(values, 99) * 1e3,
-                        1000 * len(values) / wall,
-                    )
-                )
         finally:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
 
     print("# Serving benchmark (mlflow models serve, one worker, --env-manager local)\n")
     print(f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
-    print(f"- machine: {platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs")
+    print(f"- machine: {machine()}")
     print(f"- command: python bench/serving.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"- model: {model_uri}\n")
     print("| load | requests | p50 latency ms | p99 latency ms | throughput |")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import platform
 import sys
 import time
@@ -32,6 +31,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 import pandas as pd
+from benchinfo import add_reference_arguments, machine
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import read_measurements, resolve_names
@@ -40,20 +40,8 @@ from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
 from wattgpu.modeling.features import build_features
 from wattgpu.modeling.metrics import mdape
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 EXCLUDED_FROM_FIT = ("v2_vllm_batch_2024",)
 SIXTEEN_BIT = ("float16", "bfloat16", "fp16", "bf16")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def load_rows(reference: Path, catalog: Catalog) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -118,21 +106,12 @@ def main() -> None:
     parser.add_argument(
         "--refit", action="store_true", help="also fit the constants and report them"
     )
-    parser.add_argument(
-        "--reference",
-        type=Path,
-        default=Path(os.environ.get("WATTGPU_REFERENCE_DIR", DEFAULT_REFERENCE)),
-        help="folder holding <source>/measurements.csv (default: ../shared/reference, "
-        "or $WATTGPU_REFERENCE_DIR)",
-    )
-    parser.add_argument(
-        "--data", type=Path, default=REPO / "data", help="folder of gpus.csv, llms.csv"
-    )
+    add_reference_arguments(parser)
     args = parser.parse_args()
 
     print("# Simulator fidelity (wattgpu.data.simulate vs real measurements)\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"- machine: {platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs")
+    print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")
     print(f"- command: python bench/simulator_fidelity.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"- reference: {args.reference}")

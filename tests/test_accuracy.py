@@ -20,6 +20,9 @@ pytestmark = pytest.mark.slow
 
 
 def _bench():
+    # the bench scripts import their shared helpers (bench/benchinfo.py) from their own folder
+    if str(REPO / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO / "bench"))
     spec = importlib.util.spec_from_file_location("bench_accuracy", REPO / "bench" / "accuracy.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -11,15 +11,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from wattgpu.modeling.targets import UNIT  # noqa: E402
-
-SCALE = {"power": 1.0, "itl": 1000.0}  # SI -> reported unit (W, ms)
+from wattgpu.modeling.targets import REPORT_SCALE, UNIT  # noqa: E402
 
 
 def predicted_vs_measured(oof: pd.DataFrame, target: str, split: str) -> Figure:
     """Scatter of out-of-fold predictions against measurements, one colour per scenario."""
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    scale = SCALE[target]
+    scale = REPORT_SCALE[target]
     for scenario, rows in oof.groupby("scenario"):
         ax.scatter(rows["true"] * scale, rows["pred"] * scale, s=8, alpha=0.5, label=scenario)
     low = float(min(oof["true"].min(), oof["pred"].min()) * scale)
@@ -38,7 +36,7 @@ def predicted_vs_measured(oof: pd.DataFrame, target: str, split: str) -> Figure:
 
 def gpu_ranking(oof: pd.DataFrame, target: str) -> Figure:
     """Mean measured and predicted value per GPU (held out in turn), sorted by the measurement."""
-    scale = SCALE[target]
+    scale = REPORT_SCALE[target]
     means = oof.groupby("gpu")[["true", "pred"]].mean().sort_values("true") * scale
     fig, ax = plt.subplots(figsize=(7, max(3.0, 0.3 * len(means))))
     y = np.arange(len(means))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,7 +11,6 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound
@@ -29,7 +27,11 @@ def configure(tracking_uri: str) -> None:
 
 def experiment_id(target: str) -> str:
     """The id of the target's experiment, created on first use."""
-    name = EXPERIMENTS[target]
+    return _experiment_id(EXPERIMENTS[target])
+
+
+def _experiment_id(name: str) -> str:
+    """The id of experiment ``name``, created on first use (safe when workers race to create it)."""
     try:
         found = mlflow.get_experiment_by_name(name)
         if found:
@@ -171,42 +173,12 @@ def load_evaluation(run_id: str) -> pd.DataFrame:
         return pd.read_csv(path)
 
 
-def child_runs(run_id: str) -> list[Any]:
-    """The runs nested in ``run_id``."""
-    run = get_run(run_id)
-    return mlflow.search_runs(
-        experiment_ids=[run.info.experiment_id],
-        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'",
-        output_format="list",
-    )
-
-
-def end_failed() -> None:
-    """Mark the active run as failed (used when validation stops a job)."""
-    mlflow.end_run(status=RunStatus.to_string(RunStatus.FAILED))
-
-
-def dumps(data: Any) -> str:
-    """JSON text for tags and params."""
-    return json.dumps(data, sort_keys=True, default=str)
-
-
 RECOMMEND_EXPERIMENT = "wattgpu-recommend"
 
 
 @contextmanager
 def recommendation_run(run_name: str, tags: dict[str, str]) -> Iterator[str]:
     """Start a run in experiment ``wattgpu-recommend`` (created on first use); yields its id."""
-    try:
-        found = mlflow.get_experiment_by_name(RECOMMEND_EXPERIMENT)
-        experiment = (
-            found.experiment_id
-            if found
-            else mlflow.create_experiment(RECOMMEND_EXPERIMENT, _artifact_root())
-        )
-    except mlflow.exceptions.MlflowException as exc:
-        raise ConfigError(
-            f"cannot open the MLflow tracking store {mlflow.get_tracking_uri()!r}: {exc.message}"
-        ) from None
+    experiment = _experiment_id(RECOMMEND_EXPERIMENT)
     with mlflow.start_run(experiment_id=experiment, run_name=run_name, tags=tags) as run:
         yield run.info.run_id

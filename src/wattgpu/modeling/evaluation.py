@@ -45,7 +45,7 @@ def out_of_fold(
     pred = np.full(len(frame), np.nan)
     folds = list(split_indices(frame, split, seed=seed))
     # One single-threaded fit per core beats one fit over all cores on data this small
-    # (LOGO on the generated set, 2 cores: 10.6 s -> 7.1 s).
+    # (CatBoost's threads have too little work per tree to keep the cores busy).
     jobs = min(len(folds), os.cpu_count() or 1)
     answers = Parallel(n_jobs=jobs)(
         delayed(_fit_predict)(target, frame.iloc[train], frame.iloc[test], params, seed)

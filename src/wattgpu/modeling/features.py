@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, GPU_TEXT_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
+from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import physics
 from wattgpu.modeling.physics import ENGINE_MAX_BATCH
 
@@ -45,8 +45,6 @@ BYTES_PER_PARAM = {
     "mxfp4": 0.53,
 }
 
-GPU_SPEC_COLUMNS = tuple(f"gpu_{c}" for c in (*GPU_TEXT_COLUMNS, *GPU_NUMERIC_COLUMNS))
-LLM_SPEC_COLUMNS = tuple(f"llm_{c}" for c in ("family", "arch", *LLM_NUMERIC_COLUMNS))
 
 # The GPU enters the model through the physical quantities that set power and latency (memory,
 # bandwidth, FP16 peak, TDP) and the analytical model's prior, not through specs that mostly

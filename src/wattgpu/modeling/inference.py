@@ -16,11 +16,9 @@ from wattgpu.modeling import models
 from wattgpu.modeling.domain import domain_warnings
 from wattgpu.modeling.features import build_features
 from wattgpu.modeling.queries import check_queries
-from wattgpu.modeling.targets import UNIT
+from wattgpu.modeling.targets import REPORT_SCALE, UNIT
 from wattgpu.modeling.uncertainty import apply_interval
 
-# SI (W, s per token) -> reported unit (W, ms)
-SCALE = {"power": 1.0, "itl": 1000.0}
 OUTPUT_COLUMNS = (
     "gpu",
     "model",
@@ -58,7 +56,7 @@ def predict_queries(
     rows = build_features(clean, catalog)
     value = models.predict(target, model, rows)
     lower, upper = apply_interval(value, rows["scenario"], metadata["interval_quantiles"])
-    scale = SCALE[target]
+    scale = REPORT_SCALE[target]
     return pd.DataFrame(
         {
             "gpu": rows["gpu"].to_numpy(),

@@ -21,6 +21,8 @@ TARGETS = ("power", "itl")
 # The measured column each target predicts, and the unit it is reported in.
 MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_s"}
 UNIT = {"power": "W", "itl": "ms"}
+# SI (W, s per token) -> the reported unit
+REPORT_SCALE = {"power": 1.0, "itl": 1000.0}
 
 
 def check_target(target: str) -> str:
