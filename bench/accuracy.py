@@ -8,8 +8,10 @@ leave-one-LLM-out folds for every method:
   power/TDP, ITL as the log-ratio to the analytical model), with hyperparameters from **nested**
   tuning: every outer fold runs its own Optuna study on its training rows only (objective:
   leave-one-GPU-out MdAPE inside those rows); for LOLO the LLMs are cut into 5 blocks and each
-  block's LLMs are predicted with the parameters tuned without any of them. No held-out GPU or
-  LLM ever influences the hyperparameters of the model that predicts it.
+  block's LLMs are predicted with the parameters tuned without any of them. The analytical prior's
+  constants are refitted on each fold's training rows too (``wattgpu.modeling.prior``). No
+  held-out GPU or LLM ever influences the hyperparameters or the prior of the model that
+  predicts it.
 * ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
   (``wattgpu.modeling.baselines``); the roofline is the per-request step time 2·params/bandwidth,
   compared with the per-request ``itl_s``.
@@ -51,6 +53,7 @@ from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.lifecycle.tuning import nested_out_of_fold, studies_needed
 from wattgpu.modeling.evaluation import TABLE_COLUMNS, baseline_predictions, score, to_markdown
 from wattgpu.modeling.features import build_features
+from wattgpu.modeling.prior import refit_prior
 from wattgpu.modeling.splits import SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 
@@ -208,6 +211,7 @@ def run(
                     on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
                     if progress
                     else None,
+                    prepare=refit_prior,
                 )
                 records += score(oof, "catboost", target, split)
                 chosen += [{"target": target, **p} for p in params]
@@ -246,7 +250,8 @@ def caption(trials: int) -> str:
         "every method. catboost: hyperparameters tuned by nested Optuna studies "
         f"({trials} trials each, objective leave-one-GPU-out MdAPE) on the training rows of "
         "each outer fold only (LOLO: per block of 1/5 of the LLMs, tuned without that block), so "
-        "no figure comes from a model tuned on its own held-out GPU or LLM. xgboost-paper: the "
+        "no figure comes from a model tuned on its own held-out GPU or LLM; the constants of the "
+        "analytical prior are refitted on each fold's training rows as well. xgboost-paper: the "
         "paper's fixed settings. Baselines: no learning."
     )
 

@@ -39,9 +39,7 @@ from wattgpu.data.simulate import DEFAULT_CONSTANTS, PhysicalConstants, calibrat
 from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
 from wattgpu.modeling.features import build_features
 from wattgpu.modeling.metrics import mdape
-
-EXCLUDED_FROM_FIT = ("v2_vllm_batch_2024",)
-SIXTEEN_BIT = ("float16", "bfloat16", "fp16", "bf16")
+from wattgpu.modeling.prior import EXCLUDED_FAMILIES, SIXTEEN_BIT, calibration_mask
 
 
 def load_rows(reference: Path, catalog: Catalog) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -67,10 +65,6 @@ def load_rows(reference: Path, catalog: Catalog) -> tuple[pd.DataFrame, dict[str
     kept = rows[single & dense & sixteen].reset_index(drop=True)
     counts["kept"] = len(kept)
     return kept, counts
-
-
-def fit_mask(rows: pd.DataFrame) -> pd.Series:
-    return (rows["engine"] == "vllm") & ~rows["family"].isin(EXCLUDED_FROM_FIT)
 
 
 def print_report(title: str, constants: PhysicalConstants, report: pd.DataFrame) -> None:
@@ -118,9 +112,9 @@ def main() -> None:
 
     catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
     rows, counts = load_rows(args.reference, catalog)
-    mask = fit_mask(rows)
+    mask = calibration_mask(rows)
     print("- rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    excluded = ", ".join(EXCLUDED_FROM_FIT)
+    excluded = ", ".join(EXCLUDED_FAMILIES)
     print(f"- fitted on: {int(mask.sum())} rows (engine vllm, families except {excluded})")
 
     fitted_rows = rows[mask]

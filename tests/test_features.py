@@ -4,8 +4,10 @@ import pandas as pd
 import pytest
 
 from wattgpu.modeling.features import (
+    DEFAULT_ENGINE_YEAR,
     FEATURE_COLUMNS,
     build_features,
+    engine_year,
     feature_matrix,
     itl_statistic,
 )
@@ -56,10 +58,26 @@ def test_defaults_fill_what_a_query_leaves_out(small_catalog):
     assert row["concurrency"] == 256
 
 
-def test_server_rows_count_one_sequence_and_keep_their_rate(small_catalog):
-    row = build_features(query(scenario="server", request_rate_rps=0.5), small_catalog).iloc[0]
-    assert row["concurrency"] == 1
-    assert row["request_rate_rps"] == 0.5
+def test_server_concurrency_follows_littles_law_and_keeps_the_rate(small_catalog):
+    light = build_features(query(scenario="server", request_rate_rps=0.5), small_catalog).iloc[0]
+    busy = build_features(query(scenario="server", request_rate_rps=20.0), small_catalog).iloc[0]
+    for row, rate in ((light, 0.5), (busy, 20.0)):
+        # Little's law: requests in the system = rate x decode time (256 tokens x ITL), at least 1
+        assert row["concurrency"] == pytest.approx(max(1.0, rate * 256 * row["prior_itl_s"]))
+        assert row["request_rate_rps"] == rate
+    assert busy["concurrency"] > 2 * light["concurrency"]
+
+
+def test_engine_year_from_the_row_its_date_or_its_family_else_the_default():
+    rows = pd.DataFrame(
+        {
+            "engine_year": [2023.0, None, None, None, None],
+            "measured_at": [None, "2024-05-01", None, None, None],
+            "family": ["x_2025", "x_2025", "v2_vllm_batch_2024", "latency_sweep", None],
+            "data_commit_date": [None, None, "2026-02-16", "2024-09-27", None],
+        }
+    )
+    assert engine_year(rows).tolist() == [2023.0, 2024.0, 2024.0, 2024.0, DEFAULT_ENGINE_YEAR]
 
 
 def test_70b_does_not_fit_on_l4(small_catalog):

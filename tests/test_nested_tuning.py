@@ -47,3 +47,16 @@ def test_lolo_blocks_cover_every_llm_once(rows):
     assert len(chosen) == tuning.studies_needed(rows, "LOLO") == 5
     assert sorted(held) == sorted(rows["model"].unique())
     assert np.isfinite(oof["pred"]).all()
+
+
+def test_prepare_sees_only_training_rows_of_each_fold(rows):
+    seen = []
+
+    def prepare(train, test):
+        seen.append((set(train["gpu"]), set(test["gpu"])))
+        return train, test
+
+    tuning.nested_out_of_fold("power", rows, "LOGO", trials=1, prepare=prepare)
+    folds = [s for s in seen if s[1]]  # the outer folds (a study's rows come with no test side)
+    assert len(folds) == rows["gpu"].nunique() == len(seen) - len(folds)
+    assert all(len(test) == 1 and not (train & test) for train, test in folds)

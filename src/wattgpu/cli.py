@@ -381,6 +381,12 @@ def serve(ctx: click.Context, target: str, alias: str, port: int, host: str, wor
 @click.option("--output-tokens", type=float, default=None, help="Mean output length (default 256).")
 @click.option("--engine", default=None, help="Serving engine (default vllm).")
 @click.option(
+    "--engine-year",
+    type=float,
+    default=None,
+    help="Release year of the engine version you run (default 2025, the latest measured).",
+)
+@click.option(
     "--num-gpus", type=float, default=None, help="GPUs the model is sharded over (default 1)."
 )
 @click.option(
@@ -415,6 +421,7 @@ def predict(
     input_tokens,
     output_tokens,
     engine,
+    engine_year,
     num_gpus,
     input_csv,
     output,
@@ -444,6 +451,7 @@ def predict(
                     "input_tokens": input_tokens,
                     "output_tokens": output_tokens,
                     "engine": engine,
+                    "engine_year": engine_year,
                     "num_gpus": num_gpus,
                 }
             ]

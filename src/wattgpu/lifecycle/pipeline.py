@@ -24,7 +24,7 @@ from wattgpu.lifecycle import plots, pyfunc, tracking, tuning
 from wattgpu.modeling import models
 from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import evaluate, to_markdown
-from wattgpu.modeling.features import FEATURE_COLUMNS, build_features, feature_matrix
+from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.splits import SPLITS
 from wattgpu.modeling.targets import check_target, rows_with_target
 from wattgpu.modeling.uncertainty import COVERAGE, held_out_gpu_coverage, interval_quantiles
@@ -213,8 +213,7 @@ def tune(
             tracking.log_frame(predictions, f"evaluation/oof_{split}.csv")
 
         model = models.fit(target, rows, params, seed=seed)
-        matrix = feature_matrix(rows)
-        importance = model.get_feature_importance()
+        importance = model.feature_importance()
         for artifact, fig in (
             (
                 "plots/predicted_vs_measured_LOGO.png",
@@ -223,7 +222,7 @@ def tune(
             ("plots/gpu_ranking_LOGO.png", plots.gpu_ranking(oof["LOGO"], target)),
             (
                 "plots/feature_importance.png",
-                plots.feature_importance(list(matrix.columns), importance),
+                plots.feature_importance(list(importance.index), importance.to_numpy()),
             ),
         ):
             tracking.log_figure(fig, artifact)

@@ -1,6 +1,6 @@
 """The served model: an ``mlflow.pyfunc`` model that answers raw query rows.
 
-Its artifacts hold everything it needs — the CatBoost model, a snapshot of both catalogues and
+Its artifacts hold everything it needs — the CatBoost members, a snapshot of both catalogues and
 the metadata (target, interval quantiles, training domain) — and the ``wattgpu`` package itself
 travels as code, so it loads and predicts in a process with no access to this repository.
 """
@@ -24,6 +24,7 @@ import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
 from wattgpu.modeling.inference import OUTPUT_COLUMNS, predict_queries
+from wattgpu.modeling.models import Regressor
 from wattgpu.modeling.queries import (
     GPU_TEXT_SPEC_FIELDS,
     LLM_TEXT_SPEC_FIELDS,
@@ -52,12 +53,16 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
     """Predicts one target (power in W, or ITL in ms) with an interval and warnings per row."""
 
     def load_context(self, context: Any) -> None:
-        """Read the CatBoost model, the catalogue snapshot and the metadata from the artifacts."""
+        """Read the CatBoost members, the catalogue snapshot and the metadata from the artifacts."""
         artifacts = context.artifacts
         self.metadata = json.loads(Path(artifacts["metadata"]).read_text())
         self.catalog = Catalog.load(Path(artifacts["gpus"]), Path(artifacts["llms"]))
-        self.model = CatBoostRegressor()
-        self.model.load_model(artifacts["catboost"])
+        members = []
+        for number, without in enumerate(self.metadata["members"]):
+            member = CatBoostRegressor()
+            member.load_model(artifacts[f"catboost_{number}"])
+            members.append((tuple(without), member))
+        self.model = Regressor(self.metadata["target"], members)
 
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
@@ -95,12 +100,17 @@ def signature() -> ModelSignature:
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
 
 
-def log_pyfunc(model: CatBoostRegressor, catalog: Catalog, metadata: dict[str, Any]) -> str:
+def log_pyfunc(model: Regressor, catalog: Catalog, metadata: dict[str, Any]) -> str:
     """Log the served model to the active run under ``model``; return its URI."""
     package = Path(wattgpu.__file__).parent
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        model.save_model(str(root / "model.cbm"))
+        artifacts = {}
+        for number, (_, member) in enumerate(model.members):
+            path = root / f"model_{number}.cbm"
+            member.save_model(str(path))
+            artifacts[f"catboost_{number}"] = str(path)
+        metadata = {**metadata, "members": [list(without) for without, _ in model.members]}
         catalog.gpus.to_csv(root / "gpus.csv", index=False)
         catalog.llms.to_csv(root / "llms.csv", index=False)
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2, default=float))
@@ -108,7 +118,7 @@ def log_pyfunc(model: CatBoostRegressor, catalog: Catalog, metadata: dict[str, A
             name="model",
             python_model=WattgpuModel(),
             artifacts={
-                "catboost": str(root / "model.cbm"),
+                **artifacts,
                 "gpus": str(root / "gpus.csv"),
                 "llms": str(root / "llms.csv"),
                 "metadata": str(root / "metadata.json"),

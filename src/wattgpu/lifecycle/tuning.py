@@ -178,6 +178,8 @@ def nested_out_of_fold(
     seed: int = 0,
     tuning_split: str = "LOGO",
     on_study_done: Callable[[], None] | None = None,
+    prepare: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]
+    | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Out-of-fold predictions from models whose hyperparameters never saw the held-out group.
 
@@ -186,6 +188,10 @@ def nested_out_of_fold(
     a study runs on the rows of the other blocks, and each LLM of the block is then predicted by a
     model fitted on every row but its own with those parameters. So no held-out row, GPU or LLM
     ever influences the hyperparameters of the model that predicts it.
+
+    ``prepare(train, test)``, when given, rewrites both sides of every study's rows and every
+    outer fold from the training side alone (``wattgpu.modeling.prior.refit_prior`` refits the
+    analytical prior so).
 
     Returns:
         The predictions (``gpu``, ``model``, ``scenario``, ``true``, ``pred``) and, per study,
@@ -209,6 +215,8 @@ def nested_out_of_fold(
     fold_params: list[dict[str, Any] | None] = [None] * len(folds)
     for number, (tune_rows, held_llms) in enumerate(studies):
         rows = frame.iloc[tune_rows]
+        if prepare is not None:
+            rows, _ = prepare(rows, rows.iloc[:0])
         inner = tuning_split
         column = {"LOGO": "gpu", "LOLO": "model"}.get(inner)
         if column is not None and rows[column].nunique() < 2:
@@ -231,7 +239,9 @@ def nested_out_of_fold(
             on_study_done()
     jobs = min(len(folds), os.cpu_count() or 1)
     answers = Parallel(n_jobs=jobs)(
-        delayed(_fit_predict)(target, frame.iloc[train], frame.iloc[test], params, seed)
+        delayed(_fit_predict)(
+            target, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
+        )
         for (train, test), params in zip(folds, fold_params, strict=True)
     )
     for (_, test), answer in zip(folds, answers, strict=True):
@@ -253,6 +263,14 @@ def studies_needed(frame: pd.DataFrame, split: str) -> int:
     if split == "LOLO":
         return min(LOLO_TUNING_BLOCKS, frame["model"].nunique())
     return len(list(split_indices(frame, split)))
+
+
+def _prepared(
+    prepare: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]] | None,
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (train, test) if prepare is None else prepare(train, test)
 
 
 def _fit_predict(

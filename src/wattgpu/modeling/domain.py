@@ -25,6 +25,7 @@ def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
         "request_rate_rps": span("request_rate_rps"),
         "batch_size": span("concurrency"),
         "num_gpus": span("num_gpus"),
+        "engine_year": span("engine_year"),
         "engines": sorted(str(e) for e in rows["engine"].dropna().unique()),
         "moe_seen": bool((rows["llm_active_params_b"] < rows["llm_params_b"]).any()),
     }
@@ -81,6 +82,13 @@ def domain_warnings(features: pd.DataFrame, domain: dict[str, Any]) -> list[str]
                     f"{lab} {v[i]:g} below the trained range (min {lo:g})"
                 ),
             )
+    low, high = domain.get("engine_year", [np.nan, np.nan])
+    if np.isfinite(low) and np.isfinite(high):
+        years = features["engine_year"].to_numpy(float)
+        flag(
+            (years < low) | (years > high),
+            lambda i: f"engine year {years[i]:g} outside the trained years ({low:g}-{high:g})",
+        )
     engines = set(domain.get("engines", []))
     if engines:
         flag(

@@ -19,6 +19,11 @@ DEFAULT_OUTPUT_TOKENS = 256.0
 DEFAULT_ENGINE = "vllm"
 DEFAULT_NUM_GPUS = 1.0
 DEFAULT_DTYPE = "bfloat16"
+# The serving software's generation, as the year of its release: the same H100, vLLM and
+# Llama-3.1-8B draw 276 W with the 2024 engine of ML.ENERGY's runs and 691 W with the 2025 one
+# (a CPU-bound scheduler against an overlapped one), a difference no hardware spec explains. A
+# query that names no year means the most recent measured one.
+DEFAULT_ENGINE_YEAR = 2025.0
 # Which per-request ITL statistic a row's ``itl_s`` is (``itl_statistic`` reads the free-text
 # ``itl_kind`` of a measurement file): the median gap between two tokens, the mean time per
 # output token after the first, or a request's (or batch's) latency / output tokens, which
@@ -63,6 +68,7 @@ CATEGORICAL_FEATURES = (
 ITL_ONLY_FEATURES = ("itl_statistic",)
 NUMERIC_FEATURES = (
     "request_rate_rps",
+    "engine_year",
     "batch_size",
     "input_tokens",
     "output_tokens",
@@ -94,6 +100,15 @@ NUMERIC_FEATURES = (
     "log_prior_itl_s",
 )
 FEATURE_COLUMNS = CATEGORICAL_FEATURES + NUMERIC_FEATURES
+# GPU specs that also name the product: with five GPUs in the real data, trees split on them to
+# tell the GPUs apart rather than to learn physics, and a new GPU lands on the wrong side of such
+# a split. The physics features (latencies, the prior) carry the same specs as ratios.
+RAW_GPU_SPECS = (
+    "gpu_memory_gb",
+    "gpu_memory_bandwidth_gb_s",
+    "gpu_fp16_tensor_tflops",
+    "gpu_tdp_w",
+)
 
 
 def attach_specs(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
@@ -138,7 +153,32 @@ def fill_workload_defaults(frame: pd.DataFrame) -> pd.DataFrame:
             out[column] = np.nan
     out["request_rate_rps"] = out["request_rate_rps"].astype(float)
     out["batch_size"] = out["batch_size"].astype(float)
+    out["engine_year"] = engine_year(out)
     return out
+
+
+def _year(values: pd.Series, pattern: str) -> pd.Series:
+    found = values.astype("object").fillna("").astype(str).str.extract(pattern, expand=False)
+    return pd.to_numeric(found, errors="coerce").astype(float)
+
+
+def engine_year(frame: pd.DataFrame) -> pd.Series:
+    """The release year of the serving software of each row (``DEFAULT_ENGINE_YEAR`` if unknown).
+
+    In order: the row's own ``engine_year``; the year of ``measured_at``; the year that ends the
+    name of the source's data ``family`` (the reference data names its generations so, e.g.
+    ``v2_vllm_batch_2024``); the year of the source file's ``data_commit_date``.
+    """
+    blank = pd.Series(np.nan, index=frame.index)
+    year = pd.to_numeric(frame.get("engine_year", blank), errors="coerce").astype(float)
+    for column, pattern in (
+        ("measured_at", r"^\s*((?:19|20)\d\d)"),
+        ("family", r"_((?:19|20)\d\d)$"),
+        ("data_commit_date", r"^\s*((?:19|20)\d\d)"),
+    ):
+        if column in frame.columns:
+            year = year.fillna(_year(frame[column], pattern))
+    return year.fillna(DEFAULT_ENGINE_YEAR)
 
 
 def itl_statistic(kind: pd.Series) -> pd.Series:
@@ -201,40 +241,55 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     kv_per_seq = (out["kv_bytes_per_token"] * tokens_per_seq).replace(0.0, np.nan)
     max_seqs = (out["free_memory_gb"].clip(lower=0.0) * 1e9 * KV_CACHE_MEMORY_SHARE) / kv_per_seq
     out["max_concurrent_seqs"] = max_seqs.fillna(ENGINE_MAX_BATCH * 16).clip(upper=1e5)
-    out["concurrency"] = concurrency(out)
     out["clock_ratio"] = out["gpu_boost_clock_mhz"].astype(float) / out[
         "gpu_base_clock_mhz"
     ].astype(float)
     kind = out["itl_kind"] if "itl_kind" in out.columns else pd.Series(np.nan, index=out.index)
     out["itl_statistic"] = itl_statistic(kind)
-    # The analytical model's answer for the row: a prior the trees correct (the ITL target is
-    # the log-ratio of the measurement to it, see targets.py) and a feature of both models.
-    prior = physics.predict(out)
+    return with_prior(out)
+
+
+def with_prior(
+    frame: pd.DataFrame, constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS
+) -> pd.DataFrame:
+    """Add (or replace) the analytical model's answer and the server concurrency it implies.
+
+    ``prior_power_w`` / ``prior_itl_s``: the physics prior the trees correct (the ITL target is
+    the log-ratio of the measurement to it, see targets.py) and, as logs, features of both models.
+    ``concurrency`` of a server row: the sequences decoding at once by Little's law at its request
+    rate, so that a server and an offline batch with the same load look alike to the trees.
+    """
+    out = frame.copy()
+    prior = physics.predict(out, constants)
     out["prior_power_w"] = prior["power_w"].to_numpy()
     out["prior_itl_s"] = prior["itl_s"].to_numpy()
+    out["concurrency"] = concurrency(out, prior["concurrency"])
     tdp = out["gpu_tdp_w"].astype(float)
     out["log_prior_power_tdp"] = np.log(out["prior_power_w"] / tdp.where(tdp > 0))
     out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
     return out
 
 
-def concurrency(frame: pd.DataFrame) -> pd.Series:
-    """Sequences decoded together: the batch offline (the engine's cap when blank), 1 for a server.
+def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series | None = None) -> pd.Series:
+    """Sequences decoded together.
 
-    A server's real concurrency depends on the latency it is trying to predict; the request rate
-    is a feature of its own, so here a server row counts as one sequence.
+    Offline: the batch (the engine's cap when blank). Server: ``server_concurrency`` (the
+    analytical model's Little's-law answer, at least 1), else 1.
     """
     engine_batch = np.minimum(ENGINE_MAX_BATCH, frame["max_concurrent_seqs"].clip(lower=1.0))
     offline = frame["batch_size"].astype(float).fillna(engine_batch)
-    return offline.where(frame["scenario"] == "offline", 1.0).astype(float)
+    server = 1.0 if server_concurrency is None else server_concurrency.clip(lower=1.0)
+    return offline.where(frame["scenario"] == "offline", server).astype(float)
 
 
-def feature_matrix(frame: pd.DataFrame, target: str | None = None) -> pd.DataFrame:
+def feature_matrix(
+    frame: pd.DataFrame, target: str | None = None, without: tuple[str, ...] = ()
+) -> pd.DataFrame:
     """The model input: categoricals as strings ("missing" for blanks), numerics as floats.
 
     For a ``target`` other than ``itl``, ``ITL_ONLY_FEATURES`` hold their default on every row:
     how a data set reported its ITL says nothing about power, but would tell the trees which data
-    set a row comes from.
+    set a row comes from. Columns named in ``without`` are left out.
     """
     columns: dict[str, pd.Series] = {}
     blank = pd.Series(np.nan, index=frame.index)
@@ -246,6 +301,8 @@ def feature_matrix(frame: pd.DataFrame, target: str | None = None) -> pd.DataFra
     for column in NUMERIC_FEATURES:
         values = frame[column] if column in frame.columns else blank
         columns[column] = pd.to_numeric(values, errors="coerce").astype(float)
+    for column in without:
+        columns.pop(column)
     return pd.DataFrame(columns, index=frame.index)
 
 

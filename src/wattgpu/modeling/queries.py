@@ -26,6 +26,7 @@ WORKLOAD_FIELDS = (
     ("input_tokens", 1.0, True),
     ("output_tokens", 1.0, True),
     ("num_gpus", 1.0, True),
+    ("engine_year", 2000.0, True),
 )
 TEXT_FIELDS = ("engine", "dtype")
 # What describes a GPU or an LLM that is not in the catalogue: the physics features need these.

@@ -1,0 +1,185 @@
+"""What each design choice of the models is worth on real measurements: one change at a time.
+
+Every variant differs from the adopted design (``wattgpu.modeling.models``) in one respect and is
+scored, like ``bench/accuracy.py``, on every reference row that carries the target, with CatBoost's
+default hyperparameters, the analytical prior refitted on each fold's training rows, and several
+seeds (mean ± standard deviation over seeds). Splits: leave one GPU out (LOGO) and leave LLMs out
+in 10 blocks (L10O, a cheaper stand-in for leave-one-LLM-out).
+
+    python bench/ablation.py [--seeds 3] [--targets power itl] [--reference DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from accuracy import load_reference
+from benchinfo import add_reference_arguments, machine
+from catboost import CatBoostRegressor, Pool
+from joblib import Parallel, delayed
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
+from wattgpu.data.catalog import Catalog
+from wattgpu.modeling.features import CATEGORICAL_FEATURES, RAW_GPU_SPECS, feature_matrix
+from wattgpu.modeling.metrics import mdape, ranking_tau
+from wattgpu.modeling.models import DEFAULT_PARAMS, FIXED_PARAMS, MEMBERS
+from wattgpu.modeling.prior import refit_prior
+from wattgpu.modeling.targets import MEASURED_COLUMN, decode, encode, rows_with_target
+
+LLM_BLOCKS = 10
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One design: its members' left-out columns, target coding and a change to the rows."""
+
+    name: str
+    members: tuple[tuple[str, ...], ...]
+    encode: Callable[[str, pd.DataFrame], pd.Series] = encode
+    decode: Callable[[str, pd.DataFrame, np.ndarray], np.ndarray] = decode
+    rows: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
+
+
+def _log_itl(target: str, frame: pd.DataFrame) -> pd.Series:
+    return np.log(frame["itl_s"].astype(float))
+
+
+def _exp(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
+    return np.exp(raw)
+
+
+def _log_power_ratio_to_prior(target: str, frame: pd.DataFrame) -> pd.Series:
+    return np.log(frame["mean_power_w"].astype(float) / frame["prior_power_w"].astype(float))
+
+
+def _times_prior_power(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
+    return np.exp(raw) * frame["prior_power_w"].to_numpy(float)
+
+
+def _server_as_one_sequence(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(concurrency=frame["concurrency"].where(frame["scenario"] == "offline", 1.0))
+
+
+def _no_engine_year(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(engine_year=np.nan)
+
+
+def variants(target: str) -> list[Variant]:
+    """The adopted design first, then one change each."""
+    adopted = MEMBERS[target]
+    out = [
+        Variant("adopted", adopted),
+        Variant("without engine_year", adopted, rows=_no_engine_year),
+    ]
+    if target == "power":
+        out += [
+            Variant("with the raw GPU specs", ((),)),
+            Variant("server concurrency 1", adopted, rows=_server_as_one_sequence),
+            Variant(
+                "target log(power / prior)",
+                adopted,
+                encode=_log_power_ratio_to_prior,
+                decode=_times_prior_power,
+            ),
+        ]
+    else:
+        out += [
+            Variant("one member, with the raw GPU specs", ((),)),
+            Variant("one member, without the raw GPU specs", (RAW_GPU_SPECS,)),
+            Variant("target log ITL (no physics prior ratio)", adopted, _log_itl, _exp),
+        ]
+    return out
+
+
+def _folds(frame: pd.DataFrame, split: str, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    if split == "LOGO":
+        return list(LeaveOneGroupOut().split(frame, groups=frame["gpu"].astype(str)))
+    blocks = GroupKFold(n_splits=LLM_BLOCKS, shuffle=True, random_state=seed)
+    return list(blocks.split(frame, groups=frame["model"].astype(str)))
+
+
+def _fit_predict(
+    variant: Variant, target: str, train: pd.DataFrame, test: pd.DataFrame, seed: int
+) -> np.ndarray:
+    train, test = refit_prior(train, test)
+    train, test = variant.rows(train), variant.rows(test)
+    label = variant.encode(target, train)
+    raw = []
+    for without in variant.members:
+        cats = [c for c in CATEGORICAL_FEATURES if c not in without]
+        model = CatBoostRegressor(
+            **DEFAULT_PARAMS,
+            **FIXED_PARAMS,
+            thread_count=1,
+            random_seed=seed,
+            allow_writing_files=False,
+            verbose=False,
+        )
+        model.fit(Pool(feature_matrix(train, target, without), label, cat_features=cats))
+        raw.append(model.predict(Pool(feature_matrix(test, target, without), cat_features=cats)))
+    return variant.decode(target, test, np.mean(raw, axis=0))
+
+
+def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict[str, list]:
+    """Per (split, scenario): MdAPE and GPU tau of every seed."""
+    results: dict[str, list] = {}
+    for split in ("LOGO", "L10O"):
+        for seed in range(seeds):
+            folds = _folds(rows, split, seed)
+            answers = Parallel(n_jobs=2)(
+                delayed(_fit_predict)(variant, target, rows.iloc[a], rows.iloc[b], seed)
+                for a, b in folds
+            )
+            pred = np.full(len(rows), np.nan)
+            for (_, test), answer in zip(folds, answers, strict=True):
+                pred[test] = answer
+            scored = rows.assign(true=rows[MEASURED_COLUMN[target]].astype(float), pred=pred)
+            for scenario, part in scored.groupby("scenario"):
+                key = f"{split} {scenario}"
+                results.setdefault(f"{key} MdAPE %", []).append(mdape(part["true"], part["pred"]))
+                tau = ranking_tau(part, "gpu", ["model", "scenario"], "true", "pred")
+                if np.isfinite(tau):
+                    results.setdefault(f"{key} GPU τ", []).append(tau)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--targets", nargs="+", choices=("power", "itl"), default=["power", "itl"])
+    add_reference_arguments(parser)
+    args = parser.parse_args(argv)
+    command = " ".join(["python bench/ablation.py", *(argv if argv is not None else sys.argv[1:])])
+    print("# Ablation on real measurements (../shared/reference)\n")
+    print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"- machine: {machine()}")
+    print(f"- command: {command}")
+    print(f"- seeds: {args.seeds}; CatBoost defaults; prior refitted per fold\n", flush=True)
+    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
+    try:
+        reference = load_reference(args.reference, catalog)
+    except FileNotFoundError as exc:
+        sys.exit(str(exc))
+    started = time.perf_counter()
+    for target in args.targets:
+        rows = rows_with_target(target, reference)
+        table = {v.name: score(v, target, rows, args.seeds) for v in variants(target)}
+        columns = list(next(iter(table.values())))
+        print(f"\n## {target} ({len(rows)} rows)\n")
+        print("| variant | " + " | ".join(columns) + " |")
+        print("|---|" + "---|" * len(columns))
+        for name, results in table.items():
+            cells = [f"{np.mean(results[c]):.2f} ± {np.std(results[c]):.2f}" for c in columns]
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    print(f"\nwall time: {(time.perf_counter() - started) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
