@@ -226,6 +226,19 @@ def run(
     return pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS)), chosen
 
 
+# Two GPUs whose measured means differ by less than this rank by chance: repeat measurements of
+# one configuration differ by far more (about 20 % in power on the 2023 rows).
+NEAR_TIE = 0.05
+
+
+def near_ties(rows: pd.DataFrame, column: str) -> tuple[int, int]:
+    """GPU-ranking groups (as the GPU tau forms them), and those whose GPUs all but tie."""
+    means = rows.groupby(["model", "scenario", "gpu"], observed=True)[column].mean()
+    spans = means.groupby(level=["model", "scenario"]).agg(["size", "min", "max"])
+    ranked = spans[spans["size"] >= 2]
+    return len(ranked), int((ranked["max"] < ranked["min"] * (1.0 + NEAR_TIE)).sum())
+
+
 def to_json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
     """The table as JSON-ready records (NaN -> null, row counts as integers)."""
     out = []
@@ -294,6 +307,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{data['model'].nunique()} LLMs; "
             + ", ".join(f"{s} {n}" for s, n in data["scenario"].value_counts().items())
             + f"; multi-GPU {int((data['num_gpus'] > 1).sum())})"
+        )
+        groups, close = near_ties(data, MEASURED_COLUMN[target])
+        line += (
+            f"; GPU-ranking groups (LLM, scenario) with 2+ GPUs: {groups}, of which {close} have "
+            f"measured GPU means within {NEAR_TIE:.0%} of each other"
         )
         lines.append(line)
         print(line, flush=True)

@@ -82,3 +82,19 @@ def test_json_records_have_the_documented_fields(reference_rows):
     }
     assert {r["method"] for r in records} == {"roofline"}
     assert all(isinstance(r["n_rows"], int) for r in records)
+
+
+def test_near_ties_count_groups_whose_gpus_measure_within_five_percent():
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "model": ["a", "a", "b", "b", "c", "d", "d", "d"],
+            "scenario": "offline",
+            "gpu": ["x", "y", "x", "y", "x", "x", "y", "z"],
+            # a: 104 / 100 ties; b: 110 / 100 does not; c: one GPU, no ranking;
+            # d: 100, 103, 106 spans 6 %, no tie
+            "value": [100.0, 104.0, 100.0, 110.0, 5.0, 100.0, 103.0, 106.0],
+        }
+    )
+    assert _bench().near_ties(rows, "value") == (3, 1)
