@@ -26,7 +26,15 @@ def test_calibration_rows_are_single_gpu_dense_16_bit_vllm_outside_the_cpu_bound
             "llm_active_params_b": [8.0, 8.0, 13.0, 8.0, 8.0, 8.0, 8.0],
             "dtype": ["bfloat16", "bfloat16", "bfloat16", "fp8", "bfloat16", "float16", "bf16"],
             "engine": ["vllm", "vllm", "vllm", "vllm", "hf", "vllm", "vllm"],
-            "family": ["a_2025", "a_2025", "a_2025", "a_2025", "a_2025", "v2_vllm_batch_2024", None],
+            "family": [
+                "a_2025",
+                "a_2025",
+                "a_2025",
+                "a_2025",
+                "a_2025",
+                "v2_vllm_batch_2024",
+                None,
+            ],
         }
     )
     assert calibration_mask(rows).tolist() == [True, False, False, False, False, False, True]

@@ -51,6 +51,8 @@ def test_names_resolve_to_canonical(small_catalog):
             "row 0: batch_size must be a whole number; got 8.9",
         ),
         ({"num_gpus": 0}, "row 0: num_gpus must be at least 1; got 0"),
+        ({"engine_year": 1999.0}, "row 0: engine_year must be at least 2000; got 1999.0"),
+        ({"engine_year": 2024.5}, "row 0: engine_year must be a whole number; got 2024.5"),
         ({"model": None}, "row 0: model is required"),
         ({"gpu": 7}, "row 0: gpu must be a non-empty string; got 7"),
     ],

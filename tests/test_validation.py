@@ -235,6 +235,13 @@ BROKEN = [
     ),
     pytest.param(
         "measurements",
+        lambda f: f.assign(engine_year=[2025.0, 1995.0, np.nan]),
+        ("expect_column_values_to_be_between", "engine_year"),
+        1995.0,
+        id="engine-year-before-2000",
+    ),
+    pytest.param(
+        "measurements",
         set_value("itl_s", 1, 75.0),
         ("expect_column_values_to_be_between", "itl_s"),
         75.0,

@@ -30,6 +30,8 @@ OPTIONAL_COLUMNS = (
     "itl_kind",
     # Wall time / all output tokens of the deployment (the WattGPU paper's *offline* "ITL").
     "inv_throughput_s_per_tok",
+    # Release year of the serving software (see wattgpu.modeling.features.engine_year).
+    "engine_year",
 )
 SCENARIOS = ("offline", "server")
 NUMERIC_COLUMNS = (
@@ -44,6 +46,7 @@ NUMERIC_COLUMNS = (
     "throughput_tok_s",
     "energy_per_token_j",
     "inv_throughput_s_per_tok",
+    "engine_year",
 )
 
 

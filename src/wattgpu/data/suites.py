@@ -233,6 +233,7 @@ def measurement_expectations() -> list[dict[str, Any]]:
         _between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
         *[_between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
         _between("num_gpus", 1, 64),
+        _between("engine_year", 2000, 2100),
         expectation(
             "expect_column_values_to_be_in_set",
             column="gpu_resolves",
