@@ -1,39 +1,22 @@
-"""Which GPU should serve this LLM, under this latency target and this load, for the least energy.
+"""The pure core of the recommendation: rank the GPUs for one LLM and load, and say the verdict.
 
-``rank_gpus`` is the pure core: catalogue, load and a predictor in, one row per GPU out. The
-predictor is any callable ``(queries, target) -> predictions`` with the columns of
-``wattgpu.modeling.inference.predict_queries`` (``prediction``, ``lower``, ``upper``,
-``warnings``; power in W, ITL in ms), one row per query in order. ``recommend`` adds the loading:
-catalogue from the data folder, predictor from the Model Registry or running model servers.
-
-Arithmetic (documented in the column table ``COLUMNS``):
-
-- server: a day is 24 hours, each at its request rate (constant, or from a load profile); power
-  and ITL are predicted at each hour's rate; energy per day = the sum of each hour's power x 1 h;
-  tokens per day = the sum of rate x 3600 s x output tokens; J per token = energy / tokens (for a
-  constant rate: W / (rate x output tokens)). Concurrent sequences (Little's law) = rate x output
-  tokens x ITL, rounded up, at the busiest hour. An hour at 0 req/s is the GPU idling, counted at
-  the power predicted for a trickle of ``IDLE_RATE_RPS``.
-- offline: the engine's batch (vLLM's cap, or what the KV cache holds); throughput = batch / ITL;
-  J per token = W / throughput; energy per day = W x the hours of batch work the day's tokens need
-  (idle hours not counted).
-- cost: server $/day = $/h x 24 (the GPU is rented all day); offline $/day = $/h x busy hours.
+``rank_gpus`` takes the catalogue, the day's load and a predictor, and returns one row per GPU
+(the columns of ``COLUMNS``) with memory fit, power, ITL, energy, cost and rank; no MLflow,
+files or network. The predictor is any callable ``(queries, target) -> predictions`` with the
+columns of ``wattgpu.modeling.inference.predict_queries`` (``prediction``, ``lower``,
+``upper``, ``warnings``; power in W, ITL in ms), one row per query in order; the arithmetic is
+documented in :mod:`wattgpu.recommendation`. ``verdict`` says the answer in one line.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from numbers import Number
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from wattgpu.config import Settings, load_settings
 from wattgpu.data.catalog import Catalog
-from wattgpu.errors import ConfigError, DataError, QueryError
+from wattgpu.errors import ConfigError, QueryError
 from wattgpu.modeling.features import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -77,136 +60,6 @@ COLUMNS = {
     "warnings": "the models' warnings (query outside the training domain, ...)",
 }
 PRICE_COLUMNS = ("usd_per_hour", "usd_per_day", "usd_per_1m_tokens", "cost_rank")
-
-
-def _positive(value: Any, field: str, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, Number | np.number):
-        raise QueryError(f"{field} must be a number; got {value!r}", field)
-    number = float(value)
-    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
-        allowed = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        raise QueryError(f"{field} must be {allowed}; got {value!r}", field)
-    return number
-
-
-def check_profile(profile: pd.DataFrame) -> pd.DataFrame:
-    """A load profile checked: columns ``hour`` (each of 0-23 once) and ``rate`` (req/s, >= 0).
-
-    Returns:
-        The 24 rows sorted by hour, ``hour`` as int and ``rate`` as float.
-
-    Raises:
-        QueryError: naming the field at fault and the bad value.
-
-    """
-    missing = [c for c in ("hour", "rate") if c not in profile.columns]
-    if missing:
-        raise QueryError(
-            f"load profile lacks column(s) {', '.join(missing)} (needs hour 0-23 and rate, "
-            f"req/s); got {', '.join(map(str, profile.columns))}",
-            missing[0],
-        )
-    hours = pd.to_numeric(profile["hour"], errors="coerce")
-    bad = profile["hour"][hours.isna() | (hours % 1 != 0) | (hours < 0) | (hours > 23)]
-    if len(bad):
-        raise QueryError(f"load profile: hour must be a whole number 0-23; got {bad.iloc[0]!r}")
-    dupes = hours[hours.duplicated()]
-    if len(dupes):
-        raise QueryError(f"load profile: hour must be unique; got {int(dupes.iloc[0])} twice")
-    absent = sorted(set(range(HOURS)) - set(hours.astype(int)))
-    if absent:
-        raise QueryError(
-            f"load profile: hour must cover the whole day 0-23; missing {absent[:6]}", "hour"
-        )
-    rates = pd.to_numeric(profile["rate"], errors="coerce")
-    bad = profile["rate"][rates.isna() | ~np.isfinite(rates) | (rates < 0)]
-    if len(bad):
-        raise QueryError(f"load profile: rate must be a finite number >= 0; got {bad.iloc[0]!r}")
-    if not (rates > 0).any():
-        raise QueryError("load profile: rate must be > 0 in at least one hour; got all 0", "rate")
-    out = pd.DataFrame({"hour": hours.astype(int), "rate": rates.astype(float)})
-    return out.sort_values("hour").reset_index(drop=True)
-
-
-def daily_load(
-    rate: float | None = None,
-    requests_per_day: float | None = None,
-    load_profile: pd.DataFrame | None = None,
-) -> pd.DataFrame | None:
-    """The day's load as 24 rows (hour, rate req/s) from exactly one of the three forms, or None."""
-    given = [
-        n for n, v in (("rate", rate), ("requests_per_day", requests_per_day)) if v is not None
-    ]
-    if load_profile is not None:
-        given.append("load_profile")
-    if len(given) > 1:
-        raise QueryError(f"give one load, not {' and '.join(given)}", given[1])
-    if load_profile is not None:
-        return check_profile(load_profile)
-    if requests_per_day is not None:
-        rate = _positive(requests_per_day, "requests_per_day") / 86400.0
-    if rate is None:
-        return None
-    rate = _positive(rate, "rate")
-    return pd.DataFrame({"hour": range(HOURS), "rate": rate})
-
-
-def check_prices(prices: Mapping[str, Any], catalog: Catalog) -> dict[str, float]:
-    """Prices keyed by canonical GPU name; unknown names and negative prices raise."""
-    out: dict[str, float] = {}
-    for name, price in prices.items():
-        gpu = catalog.find_gpu(str(name))
-        if gpu is None:
-            hint = ", ".join(catalog.suggest(str(name), catalog.gpus))
-            raise QueryError(
-                f"prices: gpu {name!r} is not in the catalogue"
-                + (f"; closest: {hint}" if hint else ""),
-                "gpu",
-            )
-        if gpu in out:
-            raise QueryError(f"prices: gpu {gpu!r} is priced twice (also as {name!r})", "gpu")
-        try:
-            out[gpu] = _positive(price, "usd_per_hour", allow_zero=True)
-        except QueryError as exc:
-            raise QueryError(f"prices: {exc} (gpu {name!r})", "usd_per_hour") from None
-    return out
-
-
-def _read_csv(path: Path, what: str, columns: str) -> pd.DataFrame:
-    if not Path(path).is_file():
-        raise DataError(f"{what} not found: {path} (a CSV with columns {columns})")
-    try:
-        return pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DataError(f"{what} {path} is not a readable CSV: {exc}") from None
-
-
-def read_load_profile(path: Path) -> pd.DataFrame:
-    """A load profile CSV (columns hour, rate), checked."""
-    frame = _read_csv(path, "load profile", "hour, rate")
-    try:
-        return check_profile(frame)
-    except QueryError as exc:
-        raise QueryError(f"{path}: {exc}", exc.field) from None
-
-
-def read_prices(path: Path) -> dict[str, Any]:
-    """A price CSV (columns gpu, usd_per_hour) as a dict; names and values are checked later."""
-    frame = _read_csv(path, "price file", "gpu, usd_per_hour")
-    missing = [c for c in ("gpu", "usd_per_hour") if c not in frame.columns]
-    if missing:
-        raise QueryError(
-            f"price file {path} lacks column(s) {', '.join(missing)} (needs gpu, usd_per_hour)",
-            missing[0],
-        )
-    values = pd.to_numeric(frame["usd_per_hour"], errors="coerce")
-    bad = frame["usd_per_hour"][values.isna()]
-    if len(bad):
-        raise QueryError(
-            f"price file {path}: usd_per_hour must be a number; got {bad.iloc[0]!r}",
-            "usd_per_hour",
-        )
-    return dict(zip(frame["gpu"].astype(str), values.astype(float), strict=True))
 
 
 def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
@@ -473,134 +326,3 @@ def verdict(table: pd.DataFrame, itl_slo_ms: float | None = None, strict: bool =
         return f"no GPU fits the model: {largest['gpu']}, the largest, says {largest['reason']}"
     first = table[table["fits"]].iloc[0]
     return f"no GPU can serve {slo}; closest: {first['gpu']} ({first['reason']})"
-
-
-def model_predictor(
-    settings: Settings,
-    alias: str = "production",
-    power_url: str | None = None,
-    itl_url: str | None = None,
-) -> Predictor:
-    """A predictor over the registry's ``alias`` models, or model servers where a URL is given.
-
-    The registry models are loaded once, here, so one predictor answers many rankings fast.
-    """
-    from wattgpu.lifecycle import client, registry, tracking
-
-    urls = {"power": power_url, "itl": itl_url}
-    loaded = {}
-    for target, url in urls.items():
-        if not url:
-            tracking.configure(settings.tracking_uri)
-            loaded[target] = registry.load(target, alias)
-
-    def predict(queries: pd.DataFrame, target: str) -> pd.DataFrame:
-        url = urls[target]
-        if url:
-            return client.ask_server(url, queries)
-        return client.predict_frame(loaded[target], queries)
-
-    return predict
-
-
-def _tokens(value: Any, field: str, default: float) -> float:
-    if value is None:
-        return default
-    number = _positive(value, field)
-    if number < 1 or not number.is_integer():
-        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
-    return number
-
-
-def recommend(
-    model: str,
-    *,
-    itl_slo_ms: float | None = None,
-    scenario: str = "server",
-    rate: float | None = None,
-    requests_per_day: float | None = None,
-    load_profile: pd.DataFrame | str | Path | None = None,
-    output_tokens: float | None = None,
-    input_tokens: float | None = None,
-    gpus: list[str] | None = None,
-    prices: Mapping[str, float] | str | Path | None = None,
-    alias: str = "production",
-    power_url: str | None = None,
-    itl_url: str | None = None,
-    settings: Settings | None = None,
-    catalog: Catalog | None = None,
-    predictor: Predictor | None = None,
-    strict: bool = False,
-) -> pd.DataFrame:
-    """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
-
-    Args:
-        model: LLM name or alias from the catalogue.
-        itl_slo_ms: the inter-token latency target, ms (none: every GPU that fits is ranked).
-        scenario: ``server`` (Poisson arrivals) or ``offline`` (batch).
-        rate: requests/s, all day.
-        requests_per_day: N requests a day, i.e. a rate of N / 86400 req/s.
-        load_profile: 24 rows (hour 0-23, rate req/s), or the path of such a CSV.
-        output_tokens: mean output tokens per request (default 256).
-        input_tokens: mean prompt tokens per request (default 512).
-        gpus: GPU names or aliases to consider (default: the whole catalogue).
-        prices: GPU -> $/hour, or the path of a CSV with columns gpu, usd_per_hour.
-        alias: registry alias of the models to use.
-        power_url: a running power model server to ask instead of the registry.
-        itl_url: a running ITL model server to ask instead of the registry.
-        settings: where data and runs live (default: from the environment).
-        catalog: the catalogues (default: read from ``settings.data_dir``).
-        predictor: ``(queries, target) -> predictions``; replaces the registry and the servers.
-        strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
-
-    Returns:
-        One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
-        holds the resolved inputs. ``verdict(table, itl_slo_ms)`` says it in one line.
-
-    Raises:
-        QueryError: a bad input (names the field and the bad value).
-        UnknownNameError: an LLM or GPU not in the catalogue (with close matches).
-        DataError: an unreadable profile or price file.
-        ModelNotFound: no registry model holds ``alias``.
-
-    """
-    settings = settings or load_settings()
-    catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
-    if scenario not in SCENARIOS:
-        raise QueryError(f"scenario must be one of {', '.join(SCENARIOS)}; got {scenario!r}")
-    canonical = catalog.resolve_llm(model)
-    if itl_slo_ms is not None:
-        itl_slo_ms = _positive(itl_slo_ms, "itl_slo_ms")
-    output_tokens = _tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS)
-    input_tokens = _tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS)
-    if isinstance(load_profile, str | Path):
-        load_profile = read_load_profile(Path(load_profile))
-    load = daily_load(rate, requests_per_day, load_profile)
-    names = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
-    if isinstance(prices, str | Path):
-        prices = read_prices(Path(prices))
-    checked = check_prices(prices, catalog) if prices is not None else None
-    predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
-    table = rank_gpus(
-        canonical,
-        catalog,
-        predictor,
-        load=load,
-        itl_slo_ms=itl_slo_ms,
-        scenario=scenario,
-        output_tokens=output_tokens,
-        input_tokens=input_tokens,
-        gpus=names,
-        prices=checked,
-        strict=strict,
-    )
-    table.attrs["request"] = {
-        "model": canonical,
-        "scenario": scenario,
-        "itl_slo_ms": itl_slo_ms,
-        "requests_per_day": float(load["rate"].sum() * 3600.0) if load is not None else None,
-        "output_tokens": output_tokens,
-        "input_tokens": input_tokens,
-        "strict": strict,
-    }
-    return table

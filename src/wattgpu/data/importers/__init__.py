@@ -1,0 +1,74 @@
+"""Importers for public measurement data sets: Watt Counts and the ML.ENERGY leaderboard.
+
+Each importer turns the raw files of one data set into rows of the measurement schema
+(:mod:`wattgpu.data.measurements`) and returns them with every row it dropped and why. Nothing
+is written here; the CLI writes the CSV. The reasons, in the order they are checked:
+
+1. the raw row cannot be used (e.g. no generated tokens, unreadable request lists);
+2. ``GPU name does not resolve: NAME`` through the catalogue;
+3. ``MoE`` (the source or the catalogue says active < total parameters);
+4. ``LLM does not resolve: NAME``;
+5. ``weights not 16-bit (DTYPE)``;
+6. ``multi-GPU (N GPUs)``, only when single-GPU rows are asked for;
+7. ``fails validation: EXPECTATION(COLUMN)`` of the measurement suite.
+
+Kept rows carry canonical catalogue names in ``gpu``/``model`` and the names exactly as the
+source writes them in ``gpu_source_name``/``model_source_name`` (not ``*_as_written``, which
+:func:`~wattgpu.data.measurements.resolve_names` overwrites when the file is read back).
+"""
+
+from wattgpu.data.importers.common import (
+    SCHEMA_COLUMNS,
+    SIXTEEN_BIT,
+    ImportResult,
+    summarise,
+)
+from wattgpu.data.importers.mlenergy import (
+    ITL_KIND_2023,
+    ITL_KIND_V2,
+    ITL_KIND_V3,
+    MLENERGY_2023_MODEL_IDS,
+    MLENERGY_ID_COLUMNS,
+    MLENERGY_SOURCE,
+    MLENERGY_V3_TEXT_TASKS,
+    import_mlenergy,
+    read_mlenergy,
+)
+from wattgpu.data.importers.watt_counts import (
+    WATT_COUNTS_COLUMNS,
+    WATT_COUNTS_GPUS,
+    WATT_COUNTS_ITL_KIND,
+    WATT_COUNTS_LISTS,
+    WATT_COUNTS_MOE,
+    WATT_COUNTS_SOURCE,
+    import_watt_counts,
+    parse_list,
+    per_request_itl,
+    read_watt_counts,
+)
+
+__all__ = [
+    "ITL_KIND_2023",
+    "ITL_KIND_V2",
+    "ITL_KIND_V3",
+    "MLENERGY_2023_MODEL_IDS",
+    "MLENERGY_ID_COLUMNS",
+    "MLENERGY_SOURCE",
+    "MLENERGY_V3_TEXT_TASKS",
+    "SCHEMA_COLUMNS",
+    "SIXTEEN_BIT",
+    "WATT_COUNTS_COLUMNS",
+    "WATT_COUNTS_GPUS",
+    "WATT_COUNTS_ITL_KIND",
+    "WATT_COUNTS_LISTS",
+    "WATT_COUNTS_MOE",
+    "WATT_COUNTS_SOURCE",
+    "ImportResult",
+    "import_mlenergy",
+    "import_watt_counts",
+    "parse_list",
+    "per_request_itl",
+    "read_mlenergy",
+    "read_watt_counts",
+    "summarise",
+]

@@ -1,0 +1,207 @@
+"""Which GPU should serve this LLM, under this latency target and this load, for the least energy.
+
+``rank_gpus`` is the pure core: catalogue, load and a predictor in, one row per GPU out. The
+predictor is any callable ``(queries, target) -> predictions`` with the columns of
+``wattgpu.modeling.inference.predict_queries`` (``prediction``, ``lower``, ``upper``,
+``warnings``; power in W, ITL in ms), one row per query in order. ``recommend`` adds the loading:
+catalogue from the data folder, predictor from the Model Registry or running model servers.
+
+Arithmetic (documented in the column table ``COLUMNS``):
+
+- server: a day is 24 hours, each at its request rate (constant, or from a load profile); power
+  and ITL are predicted at each hour's rate; energy per day = the sum of each hour's power x 1 h;
+  tokens per day = the sum of rate x 3600 s x output tokens; J per token = energy / tokens (for a
+  constant rate: W / (rate x output tokens)). Concurrent sequences (Little's law) = rate x output
+  tokens x ITL, rounded up, at the busiest hour. An hour at 0 req/s is the GPU idling, counted at
+  the power predicted for a trickle of ``IDLE_RATE_RPS``.
+- offline: the engine's batch (vLLM's cap, or what the KV cache holds); throughput = batch / ITL;
+  J per token = W / throughput; energy per day = W x the hours of batch work the day's tokens need
+  (idle hours not counted).
+- cost: server $/day = $/h x 24 (the GPU is rented all day); offline $/day = $/h x busy hours.
+
+The package: :mod:`~wattgpu.recommendation.ranking` (the pure core: ``rank_gpus``, ``verdict``,
+the column table), :mod:`~wattgpu.recommendation.inputs` (the load and price checks and their
+CSV files); ``recommend`` and ``model_predictor`` live here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from wattgpu.config import Settings, load_settings
+from wattgpu.data.catalog import Catalog
+from wattgpu.errors import QueryError
+from wattgpu.modeling.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from wattgpu.recommendation.inputs import (
+    _positive,
+    check_prices,
+    check_profile,
+    daily_load,
+    read_load_profile,
+    read_prices,
+)
+from wattgpu.recommendation.ranking import (
+    COLUMNS,
+    HOURS,
+    IDLE_RATE_RPS,
+    PRICE_COLUMNS,
+    SCENARIOS,
+    Predictor,
+    pareto_front,
+    rank_gpus,
+    verdict,
+)
+
+__all__ = [
+    "COLUMNS",
+    "HOURS",
+    "IDLE_RATE_RPS",
+    "PRICE_COLUMNS",
+    "SCENARIOS",
+    "Predictor",
+    "check_prices",
+    "check_profile",
+    "daily_load",
+    "model_predictor",
+    "pareto_front",
+    "rank_gpus",
+    "read_load_profile",
+    "read_prices",
+    "recommend",
+    "verdict",
+]
+
+
+def model_predictor(
+    settings: Settings,
+    alias: str = "production",
+    power_url: str | None = None,
+    itl_url: str | None = None,
+) -> Predictor:
+    """A predictor over the registry's ``alias`` models, or model servers where a URL is given.
+
+    The registry models are loaded once, here, so one predictor answers many rankings fast.
+    """
+    from wattgpu.lifecycle import client, registry, tracking
+
+    urls = {"power": power_url, "itl": itl_url}
+    loaded = {}
+    for target, url in urls.items():
+        if not url:
+            tracking.configure(settings.tracking_uri)
+            loaded[target] = registry.load(target, alias)
+
+    def predict(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+        url = urls[target]
+        if url:
+            return client.ask_server(url, queries)
+        return client.predict_frame(loaded[target], queries)
+
+    return predict
+
+
+def _tokens(value: Any, field: str, default: float) -> float:
+    if value is None:
+        return default
+    number = _positive(value, field)
+    if number < 1 or not number.is_integer():
+        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
+    return number
+
+
+def recommend(
+    model: str,
+    *,
+    itl_slo_ms: float | None = None,
+    scenario: str = "server",
+    rate: float | None = None,
+    requests_per_day: float | None = None,
+    load_profile: pd.DataFrame | str | Path | None = None,
+    output_tokens: float | None = None,
+    input_tokens: float | None = None,
+    gpus: list[str] | None = None,
+    prices: Mapping[str, float] | str | Path | None = None,
+    alias: str = "production",
+    power_url: str | None = None,
+    itl_url: str | None = None,
+    settings: Settings | None = None,
+    catalog: Catalog | None = None,
+    predictor: Predictor | None = None,
+    strict: bool = False,
+) -> pd.DataFrame:
+    """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
+
+    Args:
+        model: LLM name or alias from the catalogue.
+        itl_slo_ms: the inter-token latency target, ms (none: every GPU that fits is ranked).
+        scenario: ``server`` (Poisson arrivals) or ``offline`` (batch).
+        rate: requests/s, all day.
+        requests_per_day: N requests a day, i.e. a rate of N / 86400 req/s.
+        load_profile: 24 rows (hour 0-23, rate req/s), or the path of such a CSV.
+        output_tokens: mean output tokens per request (default 256).
+        input_tokens: mean prompt tokens per request (default 512).
+        gpus: GPU names or aliases to consider (default: the whole catalogue).
+        prices: GPU -> $/hour, or the path of a CSV with columns gpu, usd_per_hour.
+        alias: registry alias of the models to use.
+        power_url: a running power model server to ask instead of the registry.
+        itl_url: a running ITL model server to ask instead of the registry.
+        settings: where data and runs live (default: from the environment).
+        catalog: the catalogues (default: read from ``settings.data_dir``).
+        predictor: ``(queries, target) -> predictions``; replaces the registry and the servers.
+        strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
+
+    Returns:
+        One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
+        holds the resolved inputs. ``verdict(table, itl_slo_ms)`` says it in one line.
+
+    Raises:
+        QueryError: a bad input (names the field and the bad value).
+        UnknownNameError: an LLM or GPU not in the catalogue (with close matches).
+        DataError: an unreadable profile or price file.
+        ModelNotFound: no registry model holds ``alias``.
+
+    """
+    settings = settings or load_settings()
+    catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
+    if scenario not in SCENARIOS:
+        raise QueryError(f"scenario must be one of {', '.join(SCENARIOS)}; got {scenario!r}")
+    canonical = catalog.resolve_llm(model)
+    if itl_slo_ms is not None:
+        itl_slo_ms = _positive(itl_slo_ms, "itl_slo_ms")
+    output_tokens = _tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS)
+    input_tokens = _tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS)
+    if isinstance(load_profile, str | Path):
+        load_profile = read_load_profile(Path(load_profile))
+    load = daily_load(rate, requests_per_day, load_profile)
+    names = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
+    if isinstance(prices, str | Path):
+        prices = read_prices(Path(prices))
+    checked = check_prices(prices, catalog) if prices is not None else None
+    predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
+    table = rank_gpus(
+        canonical,
+        catalog,
+        predictor,
+        load=load,
+        itl_slo_ms=itl_slo_ms,
+        scenario=scenario,
+        output_tokens=output_tokens,
+        input_tokens=input_tokens,
+        gpus=names,
+        prices=checked,
+        strict=strict,
+    )
+    table.attrs["request"] = {
+        "model": canonical,
+        "scenario": scenario,
+        "itl_slo_ms": itl_slo_ms,
+        "requests_per_day": float(load["rate"].sum() * 3600.0) if load is not None else None,
+        "output_tokens": output_tokens,
+        "input_tokens": input_tokens,
+        "strict": strict,
+    }
+    return table
