@@ -6,8 +6,9 @@ leave-one-LLM-out folds for every method:
 
 * ``catboost`` — the project's models (``wattgpu.modeling.models``: physics features, power as
   power/TDP, ITL as the log-ratio to the analytical model), with hyperparameters from **nested**
-  tuning: every outer fold runs its own Optuna study on its training rows only (objective:
-  leave-one-GPU-out MdAPE inside those rows); for LOLO the LLMs are cut into 5 blocks and each
+  tuning: every outer fold runs its own Optuna study on its training rows only (objective: MdAPE
+  on held-out groups of the outer split's kind inside those rows: GPUs for LOGO, LLMs for LOLO,
+  (LLM, GPU) pairs for CV); for LOLO the LLMs are cut into 5 blocks and each
   block's LLMs are predicted with the parameters tuned without any of them. The analytical prior's
   constants are refitted on each fold's training rows too (``wattgpu.modeling.prior``). No
   held-out GPU or LLM ever influences the hyperparameters or the prior of the model that
@@ -261,8 +262,10 @@ def caption(trials: int) -> str:
         "of the LLM ranking per (GPU, scenario), on out-of-fold predictions. CV: 5 folds grouped "
         "by (LLM, GPU); LOGO: leave one GPU out; LOLO: leave one LLM out; the same folds for "
         "every method. catboost: hyperparameters tuned by nested Optuna studies "
-        f"({trials} trials each, objective leave-one-GPU-out MdAPE) on the training rows of "
-        "each outer fold only (LOLO: per block of 1/5 of the LLMs, tuned without that block), so "
+        f"({trials} trials each) on the training rows of each outer fold only, with an inner "
+        "objective of the same kind as the outer split (CV: grouped CV; LOGO: leave-one-GPU-out; "
+        "LOLO: 5 folds grouped by LLM; MdAPE); LOLO runs one study per block of 1/5 of the LLMs, "
+        "tuned without that block, so "
         "no figure comes from a model tuned on its own held-out GPU or LLM; the constants of the "
         "analytical prior are refitted on each fold's training rows as well. xgboost-paper: the "
         "paper's fixed settings. Baselines: no learning."

@@ -44,6 +44,8 @@ def test_logo_runs_one_study_per_gpu_without_it(rows):
 def test_lolo_blocks_cover_every_llm_once(rows):
     oof, chosen = tuning.nested_out_of_fold("power", rows, "LOLO", trials=1)
     held = [llm for c in chosen for llm in c["held_out"]]
+    # tuned for unseen LLMs, as LOLO measures
+    assert {c["tuned_on"] for c in chosen} == {"LLM-blocks"}
     assert len(chosen) == tuning.studies_needed(rows, "LOLO") == 5
     assert sorted(held) == sorted(rows["model"].unique())
     assert np.isfinite(oof["pred"]).all()

@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import ConfigError
-from wattgpu.modeling.splits import split_indices
+from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
 
 
 def frame():
@@ -48,3 +48,16 @@ def test_unknown_split_and_single_group_are_clear_errors():
         list(split_indices(frame(), "LOSO"))
     with pytest.raises(ConfigError, match="LOGO needs at least 2"):
         list(split_indices(frame().assign(gpu="a"), "LOGO"))
+
+
+def test_llm_blocks_hold_out_whole_llms_in_five_folds():
+    frame = pd.DataFrame(
+        {"model": [f"m{i % 7}" for i in range(28)], "gpu": [f"g{i % 3}" for i in range(28)]}
+    )
+    folds = list(split_indices(frame, LLM_BLOCKS))
+    assert len(folds) == 5
+    tested = []
+    for train, test in folds:
+        assert not set(frame["model"].iloc[train]) & set(frame["model"].iloc[test])
+        tested += list(test)
+    assert sorted(tested) == list(range(28))

@@ -20,7 +20,7 @@ from wattgpu.errors import ConfigError
 from wattgpu.modeling import models
 from wattgpu.modeling.evaluation import out_of_fold, score
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.splits import split_indices
+from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
@@ -167,6 +167,8 @@ def tune_params(
 # LLMs are cut into this many blocks and each block's LLMs share the hyperparameters tuned
 # without any of them.
 LOLO_TUNING_BLOCKS = 5
+# The inner objective of a nested evaluation: the same kind of held-out group as the outer split.
+INNER_SPLIT = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
 
 
 def nested_out_of_fold(
@@ -176,13 +178,15 @@ def nested_out_of_fold(
     *,
     trials: int,
     seed: int = 0,
-    tuning_split: str = "LOGO",
+    tuning_split: str | None = None,
     on_study_done: Callable[[], None] | None = None,
     prepare: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]
     | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Out-of-fold predictions from models whose hyperparameters never saw the held-out group.
 
+    Each study's objective is ``tuning_split`` MdAPE, by default the kind of generalisation the
+    outer split measures (``INNER_SPLIT``: unseen GPUs for LOGO, unseen LLMs for LOLO).
     CV and LOGO: every outer fold runs its own study (``tune_params``, objective ``tuning_split``
     MdAPE) on its training rows only. LOLO: the LLMs are cut into ``LOLO_TUNING_BLOCKS`` blocks;
     a study runs on the rows of the other blocks, and each LLM of the block is then predicted by a
@@ -217,8 +221,8 @@ def nested_out_of_fold(
         rows = frame.iloc[tune_rows]
         if prepare is not None:
             rows, _ = prepare(rows, rows.iloc[:0])
-        inner = tuning_split
-        column = {"LOGO": "gpu", "LOLO": "model"}.get(inner)
+        inner = tuning_split or INNER_SPLIT[split]
+        column = {"LOGO": "gpu", "LOLO": "model", LLM_BLOCKS: "model"}.get(inner)
         if column is not None and rows[column].nunique() < 2:
             inner = "CV"
         params = tune_params(target, rows, trials=trials, seed=seed, split=inner)

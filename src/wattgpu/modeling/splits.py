@@ -11,6 +11,8 @@ from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 from wattgpu.errors import ConfigError
 
 SPLITS = ("CV", "LOGO", "LOLO")
+# For tuning only: unseen LLMs at the cost of 5 fits (leave-one-LLM-out costs one per LLM).
+LLM_BLOCKS = "LLM-blocks"
 CV_FOLDS = 5
 
 
@@ -20,13 +22,20 @@ def split_indices(
     """Yield (train, test) positional indices for ``split``.
 
     CV: 5 folds grouped by (model, GPU), so repeats of one configuration never straddle train and
-    test; LOGO: one fold per GPU; LOLO: one fold per LLM.
+    test; LOGO: one fold per GPU; LOLO: one fold per LLM; ``LLM_BLOCKS``: 5 folds grouped by LLM.
     """
     if split == "CV":
         groups = (frame["model"].astype(str) + "\x1f" + frame["gpu"].astype(str)).to_numpy()
         n_groups = len(np.unique(groups))
         if n_groups < 2:
             raise ConfigError(f"CV needs at least 2 (model, GPU) groups; got {n_groups}")
+        folds = GroupKFold(n_splits=min(CV_FOLDS, n_groups), shuffle=True, random_state=seed)
+        yield from folds.split(frame, groups=groups)
+    elif split == LLM_BLOCKS:
+        groups = frame["model"].astype(str).to_numpy()
+        n_groups = len(np.unique(groups))
+        if n_groups < 2:
+            raise ConfigError(f"{split} needs at least 2 LLMs; got {n_groups}")
         folds = GroupKFold(n_splits=min(CV_FOLDS, n_groups), shuffle=True, random_state=seed)
         yield from folds.split(frame, groups=groups)
     elif split in ("LOGO", "LOLO"):
