@@ -240,6 +240,15 @@ def near_ties(rows: pd.DataFrame, column: str) -> tuple[int, int]:
     return len(ranked), int((ranked["max"] < ranked["min"] * (1.0 + NEAR_TIE)).sum())
 
 
+def commonest_gpu_set(rows: pd.DataFrame) -> tuple[tuple[str, ...], int]:
+    """The set of GPUs that most GPU-ranking groups compare, and how many groups compare it."""
+    sets = rows.groupby(["model", "scenario"], observed=True)["gpu"].agg(
+        lambda gpus: tuple(sorted(set(gpus)))
+    )
+    counts = sets[sets.map(len) >= 2].value_counts()
+    return (counts.index[0], int(counts.iloc[0])) if len(counts) else ((), 0)
+
+
 def to_json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
     """The table as JSON-ready records (NaN -> null, row counts as integers)."""
     out = []
@@ -312,9 +321,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             + f"; multi-GPU {int((data['num_gpus'] > 1).sum())})"
         )
         groups, close = near_ties(data, MEASURED_COLUMN[target])
+        gpus, count = commonest_gpu_set(data)
         line += (
             f"; GPU-ranking groups (LLM, scenario) with 2+ GPUs: {groups}, of which {close} have "
-            f"measured GPU means within {NEAR_TIE:.0%} of each other"
+            f"measured GPU means within {NEAR_TIE:.0%} of each other and {count} rank only "
+            f"{' and '.join(gpus)}"
         )
         lines.append(line)
         print(line, flush=True)

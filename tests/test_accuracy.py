@@ -98,3 +98,5 @@ def test_near_ties_count_groups_whose_gpus_measure_within_five_percent():
         }
     )
     assert _bench().near_ties(rows, "value") == (3, 1)
+    # a and b rank x against y; d ranks three GPUs; c ranks nothing
+    assert _bench().commonest_gpu_set(rows) == (("x", "y"), 2)
