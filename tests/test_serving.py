@@ -320,6 +320,13 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
         and "closest: NVIDIA H100 SXM5" in bad.output
         and "Traceback" not in bad.output
     )
+    base = ["predict", "--gpu", "H100", "--model", "gpt2", "--scenario", "offline"]
+    older = runner.invoke(cli, [*base, "--engine-year", "2024", "--format", "json"])
+    assert older.exit_code == 0, older.output
+    # trained on generated rows, which stand for the default engine year only
+    assert "engine year 2024 outside the trained years" in json.loads(older.output)[0]["warnings"]
+    ancient = runner.invoke(cli, [*base, "--engine-year", "1999"])
+    assert ancient.exit_code == 1 and "engine_year must be at least 2000" in ancient.output
     table = runner.invoke(cli, ["evaluate", "--target", "itl", "--version", "1"])
     assert (
         table.exit_code == 0
