@@ -27,7 +27,13 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.modeling.features import CATEGORICAL_FEATURES, RAW_GPU_SPECS, feature_matrix
+from wattgpu.modeling.features import (
+    CATEGORICAL_FEATURES,
+    CPU_FLOOR_FEATURES,
+    PRIOR_FEATURES,
+    RAW_GPU_SPECS,
+    feature_matrix,
+)
 from wattgpu.modeling.metrics import mdape, ranking_tau
 from wattgpu.modeling.models import DEFAULT_PARAMS, FIXED_PARAMS, MEMBERS
 from wattgpu.modeling.prior import refit_prior
@@ -55,12 +61,20 @@ def _exp(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
     return np.exp(raw)
 
 
-def _log_power_ratio_to_prior(target: str, frame: pd.DataFrame) -> pd.Series:
-    return np.log(frame["mean_power_w"].astype(float) / frame["prior_power_w"].astype(float))
+def _power_over_tdp(target: str, frame: pd.DataFrame) -> pd.Series:
+    return frame["mean_power_w"].astype(float) / frame["gpu_tdp_w"].astype(float)
 
 
-def _times_prior_power(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
-    return np.exp(raw) * frame["prior_power_w"].to_numpy(float)
+def _times_tdp(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
+    return raw * frame["gpu_tdp_w"].to_numpy(float)
+
+
+def _no_engine_floor(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(
+        prior_power_cpu_w=frame["prior_power_w"],
+        log_prior_power_cpu_tdp=frame["log_prior_power_tdp"],
+        log_prior_itl_cpu_s=frame["log_prior_itl_s"],
+    )
 
 
 def _server_as_one_sequence(frame: pd.DataFrame) -> pd.DataFrame:
@@ -80,19 +94,15 @@ def variants(target: str) -> list[Variant]:
     ]
     if target == "power":
         out += [
-            Variant("with the raw GPU specs", ((),)),
+            Variant("with the raw GPU specs", (PRIOR_FEATURES,)),
             Variant("server concurrency 1", adopted, rows=_server_as_one_sequence),
-            Variant(
-                "target log(power / prior)",
-                adopted,
-                encode=_log_power_ratio_to_prior,
-                decode=_times_prior_power,
-            ),
+            Variant("no engine floor in the prior", adopted, rows=_no_engine_floor),
+            Variant("target power / TDP", adopted, encode=_power_over_tdp, decode=_times_tdp),
         ]
     else:
         out += [
-            Variant("one member, with the raw GPU specs", ((),)),
-            Variant("one member, without the raw GPU specs", (RAW_GPU_SPECS,)),
+            Variant("one member, with the raw GPU specs", (CPU_FLOOR_FEATURES,)),
+            Variant("one member, without the raw GPU specs", (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
             Variant("target log ITL (no physics prior ratio)", adopted, _log_itl, _exp),
         ]
     return out

@@ -37,13 +37,22 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.data.simulate import DEFAULT_CONSTANTS, PhysicalConstants, calibrate, fidelity
 from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
-from wattgpu.modeling.features import build_features
+from wattgpu.modeling.features import build_features, with_prior
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.prior import EXCLUDED_FAMILIES, SIXTEEN_BIT, calibration_mask
+from wattgpu.modeling.prior import (
+    EXCLUDED_FAMILIES,
+    SIXTEEN_BIT,
+    calibration_mask,
+    fit_engine_floors,
+)
 
 
-def load_rows(reference: Path, catalog: Catalog) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Real single-GPU 16-bit dense rows with features, and how many rows each filter dropped."""
+def load_rows(
+    reference: Path, catalog: Catalog
+) -> tuple[pd.DataFrame, dict[str, int], pd.DataFrame]:
+    """Real single-GPU 16-bit dense rows with features, how many rows each filter dropped, and
+    every row with features (the engine floors are fitted on all of them).
+    """
     files = sorted(reference.glob("*/measurements.csv"))
     if not files:
         sys.exit(f"no */measurements.csv under {reference} (give --reference DIR)")
@@ -64,7 +73,7 @@ def load_rows(reference: Path, catalog: Catalog) -> tuple[pd.DataFrame, dict[str
     }
     kept = rows[single & dense & sixteen].reset_index(drop=True)
     counts["kept"] = len(kept)
-    return kept, counts
+    return kept, counts, rows
 
 
 def print_report(title: str, constants: PhysicalConstants, report: pd.DataFrame) -> None:
@@ -111,7 +120,7 @@ def main() -> None:
     print(f"- reference: {args.reference}")
 
     catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
-    rows, counts = load_rows(args.reference, catalog)
+    rows, counts, every_row = load_rows(args.reference, catalog)
     mask = calibration_mask(rows)
     print("- rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     excluded = ", ".join(EXCLUDED_FAMILIES)
@@ -146,6 +155,15 @@ def main() -> None:
         for field in fields(PhysicalConstants):
             print(f"    {field.name}={getattr(constants, field.name):.4g},")
         print(")")
+        floors = fit_engine_floors(with_prior(every_row, constants, floors={}))
+        print(
+            f"\nEngine floors, s per layer per step, fitted on all {len(every_row)} reference rows "
+            "(those with an ITL count):\n"
+        )
+        print("DEFAULT_ENGINE_FLOORS: dict[str, float] = {")
+        for engine, floor in floors.items():
+            print(f'    "{engine}": {floor:.3e},')
+        print("}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.prior import NEUTRAL_START, calibration_mask, fit_constants, refit_prior
+from wattgpu.modeling.features import build_features, with_prior
+from wattgpu.modeling.prior import (
+    FLOOR_GRID,
+    NEUTRAL_START,
+    calibration_mask,
+    fit_constants,
+    fit_engine_floors,
+    refit_prior,
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +70,44 @@ def test_the_held_out_side_never_moves_the_prior(generated):
     _, after = refit_prior(train, scrambled)
     np.testing.assert_allclose(before["prior_power_w"], after["prior_power_w"])
     np.testing.assert_allclose(before["prior_itl_s"], after["prior_itl_s"])
+
+
+def test_engine_floor_slows_the_step_and_idles_the_gpu_by_hand(small_catalog):
+    query = pd.DataFrame(
+        [
+            {"gpu": "NVIDIA H100 SXM5", "model": "meta-llama/Llama-3.1-8B-Instruct", "engine": e}
+            for e in ("hf", "vllm")
+        ]
+    ).assign(scenario="offline", batch_size=1.0)
+    rows = with_prior(build_features(query, small_catalog), floors={"hf": 1e-3})
+    hf, vllm = rows.iloc[0], rows.iloc[1]
+    # 32 layers x 1 ms = 32 ms, far above the H100's batch-1 step of a few ms
+    assert hf["cpu_floor_s"] == pytest.approx(0.032)
+    assert hf["prior_itl_s"] < 0.01
+    # busy for prior_itl of every 32 ms; idle power 10 % of the 700 W TDP
+    busy = hf["prior_itl_s"] / 0.032
+    expected = 70.0 + (hf["prior_power_w"] - 70.0) * busy
+    assert hf["prior_power_cpu_w"] == pytest.approx(expected)
+    assert hf["log_prior_itl_cpu_s"] == pytest.approx(np.log(0.032))
+    # no floor for vLLM: the prior as it is
+    assert vllm["cpu_floor_s"] == 0.0
+    assert vllm["prior_power_cpu_w"] == pytest.approx(vllm["prior_power_w"])
+
+
+def test_engine_floors_are_fitted_per_engine_from_its_itls():
+    layers = np.tile([16.0, 32.0, 48.0, 80.0], 6)
+    n = len(layers)
+    rows = pd.DataFrame(
+        {
+            "engine": ["hf"] * n + ["vllm"] * n + ["tgi"] * 5,
+            "llm_num_layers": np.concatenate([layers, layers, layers[:5]]),
+            "prior_itl_s": 0.001,
+            # hf: 2 ms of host time per layer; vLLM and a 5-row engine: not fitted
+            "itl_s": np.concatenate([0.002 * layers, 0.5 * np.ones(n), 0.01 * np.ones(5)]),
+            "mean_power_w": 100.0,
+        }
+    )
+    floors = fit_engine_floors(rows)
+    assert set(floors) == {"hf"}
+    step = FLOOR_GRID[1] / FLOOR_GRID[0]  # the grid's spacing
+    assert 0.002 / step <= floors["hf"] <= 0.002 * step

@@ -8,10 +8,12 @@ from wattgpu.modeling.features import build_features
 from wattgpu.modeling.targets import decode, encode
 
 
-def test_power_is_learnt_as_a_share_of_tdp():
-    rows = pd.DataFrame({"mean_power_w": [350.0], "gpu_tdp_w": [700.0]})
-    assert encode("power", rows).iloc[0] == pytest.approx(0.5)
-    assert decode("power", rows, np.array([0.5]))[0] == pytest.approx(350.0)
+def test_power_is_learnt_as_the_log_ratio_to_the_prior_with_the_engine_floor():
+    # measured 350 W where the prior (with the engine's floor) says 280 W -> log(1.25)
+    rows = pd.DataFrame({"mean_power_w": [350.0], "prior_power_cpu_w": [280.0]})
+    assert encode("power", rows).iloc[0] == pytest.approx(math.log(1.25))
+    assert decode("power", rows, np.array([0.0]))[0] == pytest.approx(280.0)
+    assert decode("power", rows, np.array([math.log(1.25)]))[0] == pytest.approx(350.0)
 
 
 def test_itl_is_learnt_as_the_log_ratio_to_the_physics_prior():

@@ -98,8 +98,14 @@ NUMERIC_FEATURES = (
     "fits_in_memory",
     "log_prior_power_tdp",
     "log_prior_itl_s",
+    "log_prior_power_cpu_tdp",
+    "log_prior_itl_cpu_s",
 )
 FEATURE_COLUMNS = CATEGORICAL_FEATURES + NUMERIC_FEATURES
+# The analytical prior without and with the engine's host-side floor (see ``with_prior``): the
+# power model sees the second pair, the ITL model the first (measured by bench/ablation.py).
+PRIOR_FEATURES = ("log_prior_power_tdp", "log_prior_itl_s")
+CPU_FLOOR_FEATURES = ("log_prior_power_cpu_tdp", "log_prior_itl_cpu_s")
 # GPU specs that also name the product: with five GPUs in the real data, trees split on them to
 # tell the GPUs apart rather than to learn physics, and a new GPU lands on the wrong side of such
 # a split. The physics features (latencies, the prior) carry the same specs as ratios.
@@ -250,23 +256,38 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_prior(
-    frame: pd.DataFrame, constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS
+    frame: pd.DataFrame,
+    constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
+    floors: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """Add (or replace) the analytical model's answer and the server concurrency it implies.
 
-    ``prior_power_w`` / ``prior_itl_s``: the physics prior the trees correct (the ITL target is
-    the log-ratio of the measurement to it, see targets.py) and, as logs, features of both models.
-    ``concurrency`` of a server row: the sequences decoding at once by Little's law at its request
-    rate, so that a server and an offline batch with the same load look alike to the trees.
+    ``prior_power_w`` / ``prior_itl_s``: the physics prior (the ITL target is the log-ratio of the
+    measurement to it, see targets.py). ``cpu_floor_s``: the engine's host-side time per step,
+    ``floors[engine]`` (s per layer, default ``physics.DEFAULT_ENGINE_FLOORS``) x layers; 0 for
+    vLLM and unknown engines. ``prior_power_cpu_w``: the prior power when a step lasts at least
+    that long, the GPU busy for ``prior_itl_s`` of it and idle for the rest (the power target is
+    the log-ratio to it). Their logs are features. ``concurrency`` of a server row: the sequences
+    decoding at once by Little's law at its request rate, so that a server and an offline batch
+    with the same load look alike to the trees.
     """
     out = frame.copy()
     prior = physics.predict(out, constants)
     out["prior_power_w"] = prior["power_w"].to_numpy()
     out["prior_itl_s"] = prior["itl_s"].to_numpy()
     out["concurrency"] = concurrency(out, prior["concurrency"])
+    floors = physics.DEFAULT_ENGINE_FLOORS if floors is None else floors
+    per_layer = out["engine"].astype("object").map(floors).astype(float).fillna(0.0)
+    out["cpu_floor_s"] = per_layer * out["llm_num_layers"].astype(float).fillna(0.0)
+    step = np.maximum(out["prior_itl_s"], out["cpu_floor_s"])
     tdp = out["gpu_tdp_w"].astype(float)
+    idle = constants.idle_fraction * tdp
+    busy = out["prior_itl_s"] / step
+    out["prior_power_cpu_w"] = idle + (out["prior_power_w"] - idle) * busy
     out["log_prior_power_tdp"] = np.log(out["prior_power_w"] / tdp.where(tdp > 0))
     out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
+    out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / tdp.where(tdp > 0))
+    out["log_prior_itl_cpu_s"] = np.log(step)
     return out
 
 

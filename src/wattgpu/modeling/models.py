@@ -1,10 +1,11 @@
 """CatBoost regressors on the feature matrix — fit and predict, nothing else.
 
 A target's model is the mean, in target space, of a few CatBoost *members*, each fitted on the
-feature matrix less some columns (``MEMBERS``). Power/TDP is learnt without the GPU specs that
-name the product (``RAW_GPU_SPECS``); the ITL log-ratio averages a member with them and one
-without, a geometric mean of the two ITLs: with the specs the trees fit the known GPUs closer,
-without them they rank unseen GPUs better (both measured by ``bench/ablation.py``).
+feature matrix less some columns (``MEMBERS``). Power is learnt without the GPU specs that name
+the product (``RAW_GPU_SPECS``) and sees the prior with the engine's host-side floor; the ITL
+log-ratio averages a member with the specs and one without, a geometric mean of the two ITLs
+(with the specs the trees fit the known GPUs closer, without them they rank unseen GPUs better),
+and sees the prior without the floor (all measured by ``bench/ablation.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor, Pool
 
-from wattgpu.modeling.features import CATEGORICAL_FEATURES, RAW_GPU_SPECS, feature_matrix
+from wattgpu.modeling.features import (
+    CATEGORICAL_FEATURES,
+    CPU_FLOOR_FEATURES,
+    PRIOR_FEATURES,
+    RAW_GPU_SPECS,
+    feature_matrix,
+)
 from wattgpu.modeling.targets import check_target, decode, encode
 
 # Not tuned: single-feature categorical statistics and 64 borders make each fit about twice as
@@ -30,8 +37,8 @@ DEFAULT_PARAMS: dict[str, Any] = {
 }
 # Per target, the columns each member leaves out of the feature matrix.
 MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "power": (RAW_GPU_SPECS,),
-    "itl": ((), RAW_GPU_SPECS),
+    "power": ((*RAW_GPU_SPECS, *PRIOR_FEATURES),),
+    "itl": (CPU_FLOOR_FEATURES, (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
 }
 
 

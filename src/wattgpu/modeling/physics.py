@@ -80,6 +80,18 @@ DEFAULT_CONSTANTS = PhysicalConstants(
     server_power_factor=0.6157,
 )
 
+# The host-side time per layer of one decode step of engines other than vLLM (whose overheads the
+# constants above carry), in s: an engine whose kernels are launched layer by layer from Python
+# cannot step faster than this, however fast the GPU, which then waits (and draws less power).
+# Fitted to every reference row with an ITL (``wattgpu.modeling.prior.fit_engine_floors``); refit
+# with  python bench/simulator_fidelity.py --refit
+DEFAULT_ENGINE_FLOORS: dict[str, float] = {
+    "deepspeed-mii": 5.618e-04,
+    "hf": 1.049e-03,
+    "llama.cpp": 4.242e-04,
+    "trtllm": 1.295e-04,
+}
+
 # What a fit may choose from: efficiencies within (0, 1], overheads below 50 ms and 2 ms.
 CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
     "memory_efficiency": (0.05, 1.0),

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from wattgpu.data.simulate import calibrate
 from wattgpu.modeling.features import with_prior
 from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.targets import rows_with_target
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs
 # of ML.ENERGY, whose CPU-bound engine no spec-based model can tell apart (on the same H100 and
@@ -25,6 +27,10 @@ SIXTEEN_BIT = ("float16", "bfloat16", "fp16", "bf16")
 # a server's power factor from the WattGPU paper's load-scaled TDP (0.6 / 0.9), not from our data.
 NEUTRAL_START = replace(DEFAULT_CONSTANTS, server_power_factor=0.6 / 0.9)
 MIN_FIT_ROWS = 20
+# Host-side floors a fit may choose from, s per layer per step (10 us to 5 ms, log-spaced).
+FLOOR_GRID = np.geomspace(1e-5, 5e-3, 200)
+# vLLM's overheads are in the constants themselves.
+CALIBRATED_ENGINE = "vllm"
 
 
 def calibration_mask(rows: pd.DataFrame) -> pd.Series:
@@ -48,7 +54,28 @@ def fit_constants(rows: pd.DataFrame) -> PhysicalConstants:
     return constants
 
 
+def fit_engine_floors(rows: pd.DataFrame) -> dict[str, float]:
+    """Per engine but vLLM, the host-side time per layer of a decode step, s.
+
+    The value on ``FLOOR_GRID`` that best explains the engine's measured ITLs as
+    ``max(prior_itl_s, floor x layers)`` (least median absolute log error); engines with fewer
+    than ``MIN_FIT_ROWS`` ITL rows get none. ``rows`` need the prior columns (``with_prior``).
+    """
+    measured = rows_with_target("itl", rows)
+    floors = {}
+    for engine, part in measured.groupby(measured["engine"].astype(str)):
+        if engine == CALIBRATED_ENGINE or len(part) < MIN_FIT_ROWS:
+            continue
+        layers = part["llm_num_layers"].to_numpy(float)[:, None]
+        prior = part["prior_itl_s"].to_numpy(float)[:, None]
+        itl = part["itl_s"].to_numpy(float)[:, None]
+        errors = np.median(np.abs(np.log(np.maximum(prior, FLOOR_GRID * layers) / itl)), axis=0)
+        floors[engine] = float(FLOOR_GRID[int(np.argmin(errors))])
+    return floors
+
+
 def refit_prior(train: pd.DataFrame, test: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both sides of a fold with the prior columns of constants fitted on ``train`` alone."""
+    """Both sides of a fold with the prior columns of constants and floors fitted on ``train``."""
     constants = fit_constants(train)
-    return with_prior(train, constants), with_prior(test, constants)
+    floors = fit_engine_floors(with_prior(train, constants, floors={}))
+    return with_prior(train, constants, floors), with_prior(test, constants, floors)

@@ -1,13 +1,11 @@
 """Model targets and their way back to physical units.
 
-Power is learnt as ``mean_power_w / tdp_w`` (one model spans 70 W and 1,000 W cards). ITL is
-learnt as ``log(itl_s / prior_itl_s)``: the log-ratio of the measurement to the analytical
-model's per-request ITL for the same row (``wattgpu.modeling.physics``, added by
-``build_features``), so the trees learn only what the physics misses and an unseen GPU's
-bandwidth acts through the prior, which extrapolates, instead of through tree splits, which
-cannot (leave-one-GPU-out MdAPE on all ITL rows of ../shared/reference, CatBoost defaults:
-23 % with ``log(itl_s)``, 13.5 % with the ratio; the same model's GPU-ranking tau rose from
-about 0 to 0.5).
+Both targets are the log-ratio of the measurement to the analytical model's answer for the same
+row (``wattgpu.modeling.physics``, added by ``build_features``), so the trees learn only what the
+physics misses, and an unseen GPU's bandwidth and TDP act through the prior, which extrapolates,
+instead of through tree splits, which cannot. Power: ``log(mean_power_w / prior_power_cpu_w)``,
+the prior power of a GPU that waits for the engine's host-side step time; ITL:
+``log(itl_s / prior_itl_s)``. What each choice is worth on real data: ``bench/ablation.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ TARGETS = ("power", "itl")
 # The measured column each target predicts, and the unit it is reported in.
 MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_s"}
 UNIT = {"power": "W", "itl": "ms"}
+# (measured column, the prior column the target is relative to)
+PRIOR_COLUMN = {"power": ("mean_power_w", "prior_power_cpu_w"), "itl": ("itl_s", "prior_itl_s")}
 # SI (W, s per token) -> the reported unit
 REPORT_SCALE = {"power": 1.0, "itl": 1000.0}
 
@@ -33,18 +33,16 @@ def check_target(target: str) -> str:
 
 
 def encode(target: str, frame: pd.DataFrame) -> pd.Series:
-    """Measured value -> model target: power/TDP, or log(ITL / the analytical model's ITL)."""
-    if check_target(target) == "power":
-        return frame["mean_power_w"].astype(float) / frame["gpu_tdp_w"].astype(float)
-    return np.log(frame["itl_s"].astype(float) / frame["prior_itl_s"].astype(float))
+    """Measured value -> model target: the log-ratio to the analytical prior (see the module)."""
+    measured, prior = PRIOR_COLUMN[check_target(target)]
+    return np.log(frame[measured].astype(float) / frame[prior].astype(float))
 
 
 def decode(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
     """Model output -> physical value in SI units (W, or s per token)."""
     raw = np.asarray(raw, dtype=float)
-    if check_target(target) == "power":
-        return raw * frame["gpu_tdp_w"].to_numpy(dtype=float)
-    return np.exp(raw) * frame["prior_itl_s"].to_numpy(dtype=float)
+    _, prior = PRIOR_COLUMN[check_target(target)]
+    return np.exp(raw) * frame[prior].to_numpy(dtype=float)
 
 
 def rows_with_target(target: str, frame: pd.DataFrame) -> pd.DataFrame:
