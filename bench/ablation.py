@@ -85,6 +85,14 @@ def _no_engine_year(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(engine_year=np.nan)
 
 
+def _itl_with_engine_floor(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(
+        prior_itl_s=np.exp(frame["log_prior_itl_cpu_s"]),
+        log_prior_itl_s=frame["log_prior_itl_cpu_s"],
+        log_prior_power_tdp=frame["log_prior_power_cpu_tdp"],
+    )
+
+
 def variants(target: str) -> list[Variant]:
     """The adopted design first, then one change each."""
     adopted = MEMBERS[target]
@@ -104,6 +112,7 @@ def variants(target: str) -> list[Variant]:
             Variant("one member, with the raw GPU specs", (CPU_FLOOR_FEATURES,)),
             Variant("one member, without the raw GPU specs", (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
             Variant("target log ITL (no physics prior ratio)", adopted, _log_itl, _exp),
+            Variant("prior with the engine floor", adopted, rows=_itl_with_engine_floor),
         ]
     return out
 
