@@ -10,7 +10,8 @@ leave-one-LLM-out folds for every method:
   on held-out groups of the outer split's kind inside those rows: GPUs for LOGO, LLMs for LOLO,
   (LLM, GPU) pairs for CV); for LOLO the LLMs are cut into 5 blocks and each
   block's LLMs are predicted with the parameters tuned without any of them. The analytical prior's
-  constants are refitted on each fold's training rows too (``wattgpu.modeling.prior``). No
+  constants and engine floors are refitted on each fold's training rows too
+  (``wattgpu.modeling.prior``). No
   held-out GPU or LLM ever influences the hyperparameters or the prior of the model that
   predicts it.
 * ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
@@ -275,8 +276,9 @@ def caption(trials: int) -> str:
         "objective of the same kind as the outer split (CV: grouped CV; LOGO: leave-one-GPU-out; "
         "LOLO: 5 folds grouped by LLM; MdAPE); LOLO runs one study per block of 1/5 of the LLMs, "
         "tuned without that block, so "
-        "no figure comes from a model tuned on its own held-out GPU or LLM; the constants of the "
-        "analytical prior are refitted on each fold's training rows as well. xgboost-paper: the "
+        "no figure comes from a model tuned on its own held-out GPU or LLM; the constants and "
+        "engine floors of the analytical prior are refitted on each fold's training rows as "
+        "well. xgboost-paper: the "
         "paper's fixed settings. Baselines: no learning."
     )
 
