@@ -110,7 +110,9 @@ def variants(target: str) -> list[Variant]:
     else:
         out += [
             Variant("one member, with the raw GPU specs", (CPU_FLOOR_FEATURES,)),
-            Variant("one member, without the raw GPU specs", (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
+            Variant(
+                "one member, without the raw GPU specs", ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),)
+            ),
             Variant("target log ITL (no physics prior ratio)", adopted, _log_itl, _exp),
             Variant("prior with the engine floor", adopted, rows=_itl_with_engine_floor),
         ]
