@@ -291,15 +291,15 @@ def with_prior(
     return out
 
 
-def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series | None = None) -> pd.Series:
+def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series) -> pd.Series:
     """Sequences decoded together.
 
     Offline: the batch (the engine's cap when blank). Server: ``server_concurrency`` (the
-    analytical model's Little's-law answer, at least 1), else 1.
+    analytical model's Little's-law answer), at least 1.
     """
     engine_batch = np.minimum(ENGINE_MAX_BATCH, frame["max_concurrent_seqs"].clip(lower=1.0))
     offline = frame["batch_size"].astype(float).fillna(engine_batch)
-    server = 1.0 if server_concurrency is None else server_concurrency.clip(lower=1.0)
+    server = server_concurrency.clip(lower=1.0)
     return offline.where(frame["scenario"] == "offline", server).astype(float)
 
 
