@@ -22,21 +22,20 @@ import numpy as np
 import pandas as pd
 from accuracy import load_reference
 from benchinfo import add_reference_arguments, machine
-from catboost import CatBoostRegressor, Pool
 from joblib import Parallel, delayed
-from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+from sklearn.model_selection import GroupKFold
 
 from wattgpu.data.catalog import Catalog
+from wattgpu.modeling import models
 from wattgpu.modeling.features import (
-    CATEGORICAL_FEATURES,
     CPU_FLOOR_FEATURES,
     PRIOR_FEATURES,
     RAW_GPU_SPECS,
-    feature_matrix,
 )
 from wattgpu.modeling.metrics import mdape, ranking_tau
-from wattgpu.modeling.models import DEFAULT_PARAMS, FIXED_PARAMS, MEMBERS
+from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.prior import refit_prior
+from wattgpu.modeling.splits import split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, decode, encode, rows_with_target
 
 LLM_BLOCKS = 10
@@ -121,7 +120,7 @@ def variants(target: str) -> list[Variant]:
 
 def _folds(frame: pd.DataFrame, split: str, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     if split == "LOGO":
-        return list(LeaveOneGroupOut().split(frame, groups=frame["gpu"].astype(str)))
+        return list(split_indices(frame, "LOGO"))
     blocks = GroupKFold(n_splits=LLM_BLOCKS, shuffle=True, random_state=seed)
     return list(blocks.split(frame, groups=frame["model"].astype(str)))
 
@@ -132,20 +131,8 @@ def _fit_predict(
     train, test = refit_prior(train, test)
     train, test = variant.rows(train), variant.rows(test)
     label = variant.encode(target, train)
-    raw = []
-    for without in variant.members:
-        cats = [c for c in CATEGORICAL_FEATURES if c not in without]
-        model = CatBoostRegressor(
-            **DEFAULT_PARAMS,
-            **FIXED_PARAMS,
-            thread_count=1,
-            random_seed=seed,
-            allow_writing_files=False,
-            verbose=False,
-        )
-        model.fit(Pool(feature_matrix(train, target, without), label, cat_features=cats))
-        raw.append(model.predict(Pool(feature_matrix(test, target, without), cat_features=cats)))
-    return variant.decode(target, test, np.mean(raw, axis=0))
+    model = models.fit_members(target, train, label, variant.members, {"thread_count": 1}, seed)
+    return variant.decode(target, test, models.raw_predict(model, test))
 
 
 def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict[str, list]:

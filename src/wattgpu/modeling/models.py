@@ -66,14 +66,18 @@ def _pool(
     return Pool(matrix, label=label, cat_features=cats)
 
 
-def fit(
-    target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0
+def fit_members(
+    target: str,
+    frame: pd.DataFrame,
+    label: pd.Series,
+    members: tuple[tuple[str, ...], ...],
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
 ) -> Regressor:
-    """Fit ``target``'s members on rows with features and measurements."""
+    """Fit one CatBoost member per left-out column set of ``members`` on ``label``."""
     settings = {**DEFAULT_PARAMS, **FIXED_PARAMS, "thread_count": -1, **(params or {})}
-    label = encode(target, frame)
-    members = []
-    for without in MEMBERS[check_target(target)]:
+    fitted = []
+    for without in members:
         model = CatBoostRegressor(
             **settings,
             loss_function="RMSE",
@@ -82,14 +86,26 @@ def fit(
             verbose=False,
         )
         model.fit(_pool(target, frame, without, label))
-        members.append((without, model))
-    return Regressor(target, members)
+        fitted.append((without, model))
+    return Regressor(target, fitted)
+
+
+def fit(
+    target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0
+) -> Regressor:
+    """Fit ``target``'s members on rows with features and measurements."""
+    members = MEMBERS[check_target(target)]
+    return fit_members(target, frame, encode(target, frame), members, params, seed)
+
+
+def raw_predict(model: Regressor, frame: pd.DataFrame) -> np.ndarray:
+    """The members' mean answer in target space (before ``decode``)."""
+    return np.mean(
+        [member.predict(_pool(model.target, frame, without)) for without, member in model.members],
+        axis=0,
+    )
 
 
 def predict(target: str, model: Regressor, frame: pd.DataFrame) -> np.ndarray:
     """Predict ``target`` in SI units (W, or s per token) for rows with features."""
-    raw = np.mean(
-        [member.predict(_pool(target, frame, without)) for without, member in model.members],
-        axis=0,
-    )
-    return decode(target, frame, raw)
+    return decode(target, frame, raw_predict(model, frame))
