@@ -10,6 +10,8 @@ import os
 import platform
 from pathlib import Path
 
+from wattgpu.config import SHIPPED_DATA_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = REPO.parent / "shared" / "reference"
 
@@ -40,5 +42,5 @@ def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
         "or $WATTGPU_REFERENCE_DIR)",
     )
     parser.add_argument(
-        "--data", type=Path, default=REPO / "data", help="folder of gpus.csv, llms.csv"
+        "--data", type=Path, default=SHIPPED_DATA_DIR, help="folder of gpus.csv, llms.csv"
     )

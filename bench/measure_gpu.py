@@ -40,11 +40,11 @@ CONFIG_CLASSES = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2
 
 
 def catalogue_row(model: str) -> dict[str, str]:
-    with (REPO / "data" / "llms.csv").open() as handle:
+    with (REPO / "src" / "wattgpu" / "data" / "shipped" / "llms.csv").open() as handle:
         for row in csv.DictReader(handle):
             if row["model"] == model:
                 return row
-    raise SystemExit(f"{model} is not in data/llms.csv")
+    raise SystemExit(f"{model} is not in the LLM catalogue (llms.csv)")
 
 
 def build(model: str) -> torch.nn.Module:

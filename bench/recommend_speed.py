@@ -24,7 +24,7 @@ import pandas as pd
 from benchinfo import machine
 
 from wattgpu import recommendation as rec
-from wattgpu.config import Settings, load_settings
+from wattgpu.config import SHIPPED_DATA_DIR, Settings, load_settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ModelNotFound
 
@@ -41,7 +41,7 @@ def train_store(root: Path, catalog: Catalog) -> Settings:
     data = root / "small.csv"
     rows[rows["gpu"].isin(TRAIN_GPUS)].to_csv(data, index=False)
     settings = Settings(
-        REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
     for target in ("power", "itl"):
         pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--alias", default="production")
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    catalog = Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     settings = load_settings()
     source = f"registry at {settings.tracking_uri}"
     folder = None

@@ -41,17 +41,17 @@ CLIENTS = 8
 
 def build_model(root: Path) -> tuple[str, str]:
     """Train, register and promote a small power model; return (tracking URI, model URI)."""
-    from wattgpu.config import Settings
+    from wattgpu.config import SHIPPED_DATA_DIR, Settings
     from wattgpu.data.catalog import Catalog
     from wattgpu.data.simulate import simulate
     from wattgpu.lifecycle import pipeline, registry, tracking
 
-    catalog = Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     rows = simulate(catalog, seed=3)
     data = root / "rows.csv"
     rows[rows["gpu"].isin(rows["gpu"].unique()[:8])].to_csv(data, index=False)
     settings = Settings(
-        REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
     pipeline.tune(settings, "power", data_paths=[data], trials=1, show_progress=False)
     tracking.configure(settings.tracking_uri)

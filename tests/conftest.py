@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,4 +117,4 @@ def reference() -> Path:
 
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
-    return Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    return Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")

@@ -14,6 +14,7 @@ import sys
 import pytest
 from conftest import REFERENCE, REPO
 
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
 
 pytestmark = pytest.mark.slow
@@ -36,7 +37,7 @@ def reference_rows():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI: the reference measurements are missing at {REFERENCE}")
         pytest.skip(f"reference measurements not found at {REFERENCE}")
-    catalog = Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     return _bench().load_reference(REFERENCE, catalog)
 
 

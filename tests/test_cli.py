@@ -6,9 +6,9 @@ import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
 
 from wattgpu.cli import cli
+from wattgpu.config import SHIPPED_DATA_DIR
 
 GOOD_ROWS = [
     # gpu and model as measurement files write them; numbers are plausible, not real
@@ -52,7 +52,7 @@ def write_measurements(path, rows=GOOD_ROWS):
 def run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(SHIPPED_DATA_DIR))
 
     def invoke(*args):
         result = CliRunner().invoke(cli, list(args), catch_exceptions=False)

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from mlflow.tracking import MlflowClient
 
-from wattgpu.config import Settings
+from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data.simulate import simulate
 from wattgpu.errors import ValidationFailed
 from wattgpu.lifecycle import pipeline
@@ -137,7 +137,9 @@ def runs_of_default(uri: str) -> pd.DataFrame:
 
 def test_study_resumes_from_its_storage(tmp_path, small_data):
     settings = Settings(
-        REPO / "data", f"sqlite:///{tmp_path / 'mlflow.db'}", f"sqlite:///{tmp_path / 'optuna.db'}"
+        SHIPPED_DATA_DIR,
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        f"sqlite:///{tmp_path / 'optuna.db'}",
     )
     first = pipeline.tune(settings, "itl", data_paths=[small_data], trials=1, show_progress=False)
     second = pipeline.tune(settings, "itl", data_paths=[small_data], trials=2, show_progress=False)
@@ -156,7 +158,9 @@ def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_dat
     path = tmp_path / "bad.csv"
     bad.to_csv(path, index=False)
     settings = Settings(
-        REPO / "data", f"sqlite:///{tmp_path / 'mlflow.db'}", f"sqlite:///{tmp_path / 'optuna.db'}"
+        SHIPPED_DATA_DIR,
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        f"sqlite:///{tmp_path / 'optuna.db'}",
     )
     with pytest.raises(ValidationFailed, match="power_over_tdp"):
         pipeline.tune(settings, "power", data_paths=[path], trials=1, show_progress=False)

@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import REFERENCE, REPO
 
 from wattgpu.cli import WattgpuGroup, cli
 from wattgpu.cli_data import fetch_command, import_command
-from wattgpu.config import Settings
+from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data import fetch as fetch_module
 from wattgpu.data.importers import (
     MLENERGY_2023_MODEL_IDS,
@@ -31,8 +30,6 @@ from wattgpu.data.importers import (
 )
 from wattgpu.errors import DataError
 
-MLENERGY_RAW = REFERENCE / "mlenergy" / "raw"
-MLENERGY_TIDY = REFERENCE / "mlenergy" / "measurements.csv"
 
 # Exactly the layout of data/watt_counts_subset.csv (maufadel/wattgpu): an unnamed index column,
 # lists stored as text, a blank lambda_qps for offline runs (whose TTFT list is empty and whose
@@ -189,22 +186,30 @@ def _assert_same(mine: pd.DataFrame, reference: pd.DataFrame) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference_tidy() -> pd.DataFrame:
-    return pd.read_csv(MLENERGY_TIDY)
+def mlenergy_raw(reference) -> Path:
+    """The ML.ENERGY raw files of ../shared/reference (a skip without it, outside CI)."""
+    return reference / "mlenergy" / "raw"
 
 
 @pytest.fixture(scope="module")
-def mlenergy(catalog) -> ImportResult:
-    return import_mlenergy(MLENERGY_RAW, catalog)
+def reference_tidy(reference) -> pd.DataFrame:
+    return pd.read_csv(reference / "mlenergy" / "measurements.csv")
 
 
-def test_read_mlenergy_reproduces_the_reference_table(reference_tidy):
-    mine = read_mlenergy(MLENERGY_RAW)
+@pytest.fixture(scope="module")
+def mlenergy(catalog, mlenergy_raw) -> ImportResult:
+    return import_mlenergy(mlenergy_raw, catalog)
+
+
+def test_read_mlenergy_reproduces_the_reference_table(reference_tidy, mlenergy_raw):
+    mine = read_mlenergy(mlenergy_raw)
     assert len(mine) == len(reference_tidy) == 1618
     _assert_same(_sorted(mine), _sorted(reference_tidy))
 
 
-def test_import_mlenergy_keeps_or_drops_every_reference_row(mlenergy, reference_tidy, catalog):
+def test_import_mlenergy_keeps_or_drops_every_reference_row(
+    mlenergy, reference_tidy, catalog, mlenergy_raw
+):
     rows, dropped = mlenergy.rows, mlenergy.dropped
     assert len(rows) + len(dropped) == len(reference_tidy)
     keys = ["source_file", "source_row"]
@@ -213,7 +218,7 @@ def test_import_mlenergy_keeps_or_drops_every_reference_row(mlenergy, reference_
     assert (rows["gpu"] == rows["gpu_source_name"].map(catalog.find_gpu)).all()
     hf_ids = rows["model_source_name"].map(lambda n: MLENERGY_2023_MODEL_IDS.get(n, n))
     assert (rows["model"] == hf_ids.map(catalog.find_llm)).all()
-    tidy = read_mlenergy(MLENERGY_RAW).set_index(keys)
+    tidy = read_mlenergy(mlenergy_raw).set_index(keys)
     kept = rows.set_index(keys)
     expected = tidy.loc[kept.index]
     assert (kept["gpu_source_name"].to_numpy() == expected["gpu"].to_numpy()).all()
@@ -303,10 +308,10 @@ def test_mlenergy_rows_checked_by_hand(mlenergy):
     assert v3["batch_size"] == 8
 
 
-def _copy_raw(dest: Path, *relative: str) -> Path:
+def _copy_raw(raw: Path, dest: Path, *relative: str) -> Path:
     for rel in relative:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(MLENERGY_RAW / rel, dest / rel)
+        shutil.copy(raw / rel, dest / rel)
     return dest
 
 
@@ -319,8 +324,8 @@ SMALL_MLENERGY = (
 )
 
 
-def test_single_gpu_drops_multi_gpu_rows(tmp_path, catalog):
-    raw = _copy_raw(tmp_path, *SMALL_MLENERGY)
+def test_single_gpu_drops_multi_gpu_rows(tmp_path, catalog, mlenergy_raw):
+    raw = _copy_raw(mlenergy_raw, tmp_path, *SMALL_MLENERGY)
     result = import_mlenergy(raw, catalog, single_gpu=True)
     assert result.rows["num_gpus"].tolist() == [1]
     assert result.dropped["reason"].tolist() == ["multi-GPU (2 GPUs)"]
@@ -332,10 +337,10 @@ def test_mlenergy_folder_without_measurements(tmp_path, catalog):
         import_mlenergy(tmp_path, catalog)
 
 
-def test_fetch_list_matches_the_reference_layout():
+def test_fetch_list_matches_the_reference_layout(mlenergy_raw):
     # fetched files land where the reference copy has them, so both import the same way
     for _, relative in fetch_module.DATASETS["mlenergy"]:
-        assert (MLENERGY_RAW / relative).is_file(), relative
+        assert (mlenergy_raw / relative).is_file(), relative
 
 
 # --- CLI and fetch ---------------------------------------------------------------------------
@@ -353,7 +358,7 @@ def invoke(tmp_path, monkeypatch):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     for name in ("gpus.csv", "llms.csv"):
-        shutil.copy(REPO / "data" / name, data_dir / name)
+        shutil.copy(SHIPPED_DATA_DIR / name, data_dir / name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WATTGPU_DATA_DIR", str(data_dir))
     data = cli.commands["data"]
@@ -388,16 +393,17 @@ def test_every_new_command_has_help(invoke):
 def test_cli_import_watt_counts_default_output(invoke, watt_counts_file, tmp_path):
     result = invoke("import", "watt-counts", str(watt_counts_file))
     assert result.exit_code == 0, result.output
-    output = tmp_path / "data" / "external" / "watt-counts.csv"
+    output = Path("data") / "external" / "watt-counts.csv"  # in the working directory
     assert f"wrote 2 rows to {output}" in result.output
+    output = tmp_path / output
     assert "GPU name does not resolve: 'NVIDIA Quadro P1000'" in result.output
     written = pd.read_csv(output)
     assert written["gpu"].tolist() == ["NVIDIA H200 NVL", "NVIDIA A100 SXM4 40GB"]
     assert len(pd.read_csv(output.with_name("watt-counts.dropped.csv"))) == 5
 
 
-def test_cli_import_single_gpu_and_output(invoke, tmp_path):
-    raw = _copy_raw(tmp_path / "raw", *SMALL_MLENERGY)
+def test_cli_import_single_gpu_and_output(invoke, tmp_path, mlenergy_raw):
+    raw = _copy_raw(mlenergy_raw, tmp_path / "raw", *SMALL_MLENERGY)
     output = tmp_path / "out" / "ml.csv"
     result = invoke("import", "mlenergy", str(raw), "--output", str(output), "--single-gpu")
     assert result.exit_code == 0, result.output
@@ -458,3 +464,26 @@ def test_cli_fetch_offline(invoke, tmp_path, monkeypatch):
 def test_fetch_unknown_dataset():
     with pytest.raises(DataError, match="unknown data set 'argonne'; expected one of watt-counts"):
         fetch_module.fetch("argonne")
+
+
+# --- the shipped tables --------------------------------------------------------------------------
+
+SHIPPED_TABLES = {"mlenergy": "mlenergy"}  # shipped file stem -> `wattgpu data import` data set
+
+
+@pytest.mark.parametrize("stem", sorted(SHIPPED_TABLES))
+def test_shipped_measurements_are_the_importers_output_byte_for_byte(
+    stem, reference, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WATTGPU_DATA_DIR", raising=False)
+    output = tmp_path / f"{stem}.csv"
+    raw = reference / stem / "raw"
+    result = CliRunner().invoke(
+        cli, ["data", "import", SHIPPED_TABLES[stem], str(raw), "--output", str(output)]
+    )
+    assert result.exit_code == 0, result.output
+    shipped = SHIPPED_DATA_DIR / "measurements"
+    assert output.read_bytes() == (shipped / f"{stem}.csv").read_bytes()
+    dropped = output.with_name(f"{stem}.dropped.csv")
+    assert dropped.read_bytes() == (shipped / f"{stem}.dropped.csv").read_bytes()

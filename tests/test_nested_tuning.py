@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.lifecycle import tuning
 from wattgpu.modeling.features import build_features
 from wattgpu.modeling.targets import rows_with_target
@@ -12,12 +13,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rows():
-    from conftest import REPO
 
     from wattgpu.data.catalog import Catalog
     from wattgpu.data.simulate import simulate
 
-    catalog = Catalog.load(REPO / "data" / "gpus.csv", REPO / "data" / "llms.csv")
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     generated = simulate(catalog, seed=0)
     gpus = sorted(generated["gpu"].unique())[:4]
     generated = generated[generated["gpu"].isin(gpus)].reset_index(drop=True)

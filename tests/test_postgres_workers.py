@@ -18,9 +18,9 @@ import mlflow
 import optuna
 import pytest
 import sqlalchemy
-from conftest import REPO
 from mlflow.tracking import MlflowClient
 
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.simulate import simulate
 
 pytestmark = pytest.mark.slow
@@ -89,7 +89,7 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": tracking_uri,
-        "WATTGPU_DATA_DIR": str(REPO / "data"),
+        "WATTGPU_DATA_DIR": str(SHIPPED_DATA_DIR),
     }
     command = [sys.executable, "-m", "wattgpu", "tune", "--target", "power", "--trials", "4"]
     command += ["--storage", postgres, "--study", "shared", "--data", str(data)]

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
 
 import wattgpu
 from wattgpu import recommendation as rec
 from wattgpu.cli import cli
 from wattgpu.cli_recommend import TABLE_COLUMNS
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.errors import QueryError, UnknownNameError
 
 LLM_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -263,7 +263,7 @@ def spec_predictor(catalog):
 def run(tmp_path, monkeypatch, catalog):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(SHIPPED_DATA_DIR))
     monkeypatch.setattr(rec, "model_predictor", lambda *a, **k: spec_predictor(catalog))
 
     def invoke(*args):
@@ -375,7 +375,7 @@ def store(tmp_path_factory, catalog):
     data = root / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     settings = Settings(
-        REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
     for target in ("power", "itl"):
         pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
@@ -418,7 +418,7 @@ def test_registry_cli_json_plot_and_mlflow_run(store, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.tracking_uri)
-    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(SHIPPED_DATA_DIR))
     chart = tmp_path / "c.png"
     result = CliRunner().invoke(
         cli,

@@ -20,7 +20,7 @@ from conftest import REPO
 from mlflow.tracking import MlflowClient
 
 from wattgpu.cli import cli
-from wattgpu.config import Settings
+from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data.simulate import simulate
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle import pipeline, registry, tracking
@@ -51,7 +51,7 @@ def store(tmp_path_factory, catalog):
     data = root / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     settings = Settings(
-        REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
     runs = {
         t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
@@ -280,7 +280,7 @@ def test_bad_promotions_change_nothing(store):
 
 def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
-    monkeypatch.setenv("WATTGPU_DATA_DIR", str(REPO / "data"))
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(SHIPPED_DATA_DIR))
     runner = CliRunner()
     listed = runner.invoke(cli, ["models"])
     assert (

@@ -30,14 +30,21 @@ class WattgpuGroup(click.Group):
             raise click.ClickException(str(exc)) from None
 
 
+def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
+    # MLproject passes `--data ''` for "no --data": the shipped measurements.
+    return tuple(Path(v) for v in value if str(v).strip())
+
+
 def data_option(func: Any) -> Any:
-    """``--data PATH`` (repeatable): measurement files or folders; default ``data/measurements``."""
+    """``--data PATH`` (repeatable): measurement files or folders; default: the shipped ones."""
     return click.option(
         "--data",
         "data",
         multiple=True,
-        type=click.Path(path_type=Path),
-        help="Measurement CSV file or folder of them (repeatable). Default: data/measurements.",
+        type=click.Path(),
+        callback=_drop_blank,
+        help="Measurement CSV file or folder of them (repeatable). "
+        "Default: the real measurements shipped with wattgpu (<data dir>/measurements).",
     )(func)
 
 
@@ -51,7 +58,8 @@ def _settings(ctx: click.Context) -> Settings:
     "--data-dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder with gpus.csv, llms.csv and measurements/ (default: $WATTGPU_DATA_DIR or ./data).",
+    help="Folder with gpus.csv, llms.csv and measurements/ "
+    "(default: $WATTGPU_DATA_DIR, else the data shipped with wattgpu).",
 )
 @click.pass_context
 def cli(ctx: click.Context, data_dir: Path | None) -> None:
@@ -480,7 +488,7 @@ def data() -> None:
 @click.option(
     "--output",
     type=click.Path(path_type=Path),
-    default=Path("data/measurements/generated.csv"),
+    default=Path("data/generated/generated.csv"),
     show_default=True,
     help="CSV file to write.",
 )

@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
-from wattgpu.config import Settings, load_settings
+from wattgpu.config import EXTERNAL_DATA_DIR, Settings, load_settings
 from wattgpu.data.fetch import DATASETS, DEFAULT_TIMEOUT_S
+from wattgpu.data.measurements import DROPPED_SUFFIX
 from wattgpu.errors import WattgpuError
 
 
@@ -44,7 +45,7 @@ def _import_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--output",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="CSV file to write (default: <data dir>/external/<data set>.csv).",
+        help="CSV file to write (default: ./data/external/<data set>.csv).",
     )(func)
 
 
@@ -58,12 +59,12 @@ def _write(ctx: click.Context, name: str, source: Path, output: Path | None, res
             f"no usable rows in {source}: all {len(result.dropped)} were dropped "
             "(reasons above); nothing written"
         )
-    output = output or _settings(ctx).data_dir / "external" / f"{name}.csv"
+    output = output or EXTERNAL_DATA_DIR / f"{name}.csv"
     output.parent.mkdir(parents=True, exist_ok=True)
     result.rows.to_csv(output, index=False)
     click.echo(f"wrote {len(result.rows)} rows to {output}")
     if len(result.dropped):
-        dropped = output.with_name(f"{output.stem}.dropped.csv")
+        dropped = output.with_name(f"{output.stem}{DROPPED_SUFFIX}")
         result.dropped.to_csv(dropped, index=False)
         click.echo(f"wrote {len(result.dropped)} dropped rows and their reasons to {dropped}")
 
@@ -116,7 +117,7 @@ def import_mlenergy_command(
     "--dest",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder to download into (default: <data dir>/external/<data set>).",
+    help="Folder to download into (default: ./data/external/<data set>).",
 )
 @click.option(
     "--timeout",
@@ -130,7 +131,7 @@ def fetch_command(ctx: click.Context, dataset: str, dest: Path | None, timeout: 
     """Download a public data set (needs the internet; see wattgpu/data/fetch.py for the files)."""
     from wattgpu.data.fetch import default_dest, fetch, import_hint
 
-    dest = dest or default_dest(dataset, _settings(ctx).data_dir)
+    dest = dest or default_dest(dataset)
     with _one_line():
         files = fetch(dataset, dest, timeout=timeout)
     click.echo(f"downloaded {len(files)} file(s) into {dest}")

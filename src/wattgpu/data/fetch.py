@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from wattgpu.config import EXTERNAL_DATA_DIR
 from wattgpu.errors import DataError
 
 RAW_GITHUB = "https://raw.githubusercontent.com"
@@ -92,9 +93,9 @@ DATASETS: dict[str, list[tuple[str, str]]] = {
 """Data set name -> (URL, path under the destination folder) of every file it fetches."""
 
 
-def default_dest(dataset: str, data_dir: Path = Path("data")) -> Path:
-    """The folder a data set is fetched into: ``<data_dir>/external/<dataset>``."""
-    return Path(data_dir) / "external" / dataset
+def default_dest(dataset: str) -> Path:
+    """The folder a data set is fetched into: ``./data/external/<dataset>``."""
+    return EXTERNAL_DATA_DIR / dataset
 
 
 def import_hint(dataset: str, dest: Path) -> str:

@@ -34,6 +34,8 @@ OPTIONAL_COLUMNS = (
     "engine_year",
 )
 SCENARIOS = ("offline", "server")
+DROPPED_SUFFIX = ".dropped.csv"
+"""An importer's report of the rows it dropped and why, written beside its table (not read)."""
 NUMERIC_COLUMNS = (
     "request_rate_rps",
     "batch_size",
@@ -53,6 +55,8 @@ NUMERIC_COLUMNS = (
 def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
     """Turn files and folders into the sorted list of CSV files they name.
 
+    A folder's ``*.dropped.csv`` files (importer reports of dropped rows) are passed over.
+
     Raises:
         DataError: a path does not exist, or a folder holds no CSV file.
 
@@ -61,7 +65,7 @@ def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(path.glob("*.csv"))
+            found = sorted(p for p in path.glob("*.csv") if not p.name.endswith(DROPPED_SUFFIX))
             if not found:
                 raise DataError(f"measurement folder {path} holds no *.csv file")
             files.extend(found)

@@ -1,6 +1,6 @@
 """The expectation suites of the three tables, built in code, and the derived check columns.
 
-This module is the source of truth for ``expectations/*.json``: ``python -m wattgpu.data.suites``
+This module is the source of truth for ``wattgpu/data/expectations/*.json``: ``python -m wattgpu.data.suites``
 rewrites those files from :func:`build_suites`, and a test fails when they drift apart.
 
 Some rules span columns or tables (boost clock at least the base clock, heads dividing the hidden
@@ -30,8 +30,8 @@ from wattgpu.data.catalog import (
 )
 from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
 
-EXPECTATIONS_DIR = Path(__file__).resolve().parents[3] / "expectations"
-"""Where the committed suites live (``expectations/`` at the repository root)."""
+EXPECTATIONS_DIR = Path(__file__).resolve().parent / "expectations"
+"""Where the committed suites live (``wattgpu/data/expectations/``, shipped with the package)."""
 
 TABLES = ("gpus", "llms", "measurements")
 

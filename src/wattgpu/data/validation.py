@@ -1,7 +1,7 @@
 """Validating the catalogues and the measurements with Great Expectations.
 
-The only module that imports Great Expectations. Suites are read from ``expectations/*.json``
-(written by :mod:`wattgpu.data.suites`), each table gets its derived check columns, and every
+The only module that imports Great Expectations. Suites are read from
+``wattgpu/data/expectations/*.json`` (written by :mod:`wattgpu.data.suites`), each table gets its derived check columns, and every
 table is validated in one ephemeral context through a checkpoint. When a docs folder is given,
 the checkpoint's ``UpdateDataDocsAction`` writes Data Docs HTML there (``<docs_dir>/index.html``).
 """
@@ -307,8 +307,8 @@ def validate_all(
     """Read and validate the GPU catalogue, the LLM catalogue and the measurements.
 
     Args:
-        gpus_csv: the GPU catalogue (``data/gpus.csv``).
-        llms_csv: the LLM catalogue (``data/llms.csv``).
+        gpus_csv: the GPU catalogue (default: the shipped ``gpus.csv``).
+        llms_csv: the LLM catalogue (default: the shipped ``llms.csv``).
         measurement_paths: measurement CSV files or folders of them.
         docs_dir: when given, Data Docs HTML is written there; open ``data_docs_index(docs_dir)``.
         suites_dir: the folder holding ``<table>.json`` suites.

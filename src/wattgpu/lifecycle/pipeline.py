@@ -52,7 +52,7 @@ class TuneResult:
 
 
 def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData:
-    """Read the catalogues and the measurement files (default: ``data/measurements/``)."""
+    """Read the catalogues and the measurement files (default: the shipped ones)."""
     catalog = Catalog.load(settings.gpus_csv, settings.llms_csv)
     files = expand_paths(data_paths or [settings.measurements_dir])
     measurements = read_measurements(files)
