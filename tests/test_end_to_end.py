@@ -172,3 +172,42 @@ def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_dat
     }
     assert "validation/report.txt" in paths
     assert not MlflowClient(settings.tracking_uri).list_artifacts(run_id, "model")
+
+
+def _wattgpu(*args: str, cwd: Path, uri: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("WATTGPU_DATA_DIR", None)
+    command = [sys.executable, "-m", "wattgpu", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=cwd)
+
+
+def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    job = ("main", "--trials", "1", "--storage", storage, "--data", str(small_data))
+    first = _wattgpu(*job, cwd=tmp_path, uri=uri)
+    assert first.returncode == 0, first.stderr[-3000:]
+    for target in ("power", "itl"):
+        assert f"wattgpu-{target} v1 -> production (LOGO MdAPE" in first.stdout
+        assert "first version, no production to compare with" in first.stdout
+    decision = MlflowClient(uri).get_model_version("wattgpu-power", "1").tags
+    assert decision["wattgpu.promotion.production"].startswith("accepted production at ")
+    assert "first version" in decision["wattgpu.promotion.production"]
+
+    # from another working directory, with nothing promoted by hand, both models answer
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    query = ("--gpu", "NVIDIA L4", "--model", "meta-llama/Llama-3.1-8B-Instruct")
+    answer = _wattgpu("predict", *query, "--scenario", "offline", cwd=elsewhere, uri=uri)
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    assert "NVIDIA L4" in answer.stdout
+    assert "power_prediction_w" in answer.stdout and "itl_prediction_ms" in answer.stdout
+
+    # a later version arrives as a challenger: production stays where it was
+    second = _wattgpu(*job, "--study", "again", cwd=tmp_path, uri=uri)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "-> production" not in second.stdout
+    client = MlflowClient(uri)
+    for target in ("power", "itl"):
+        assert client.get_model_version_by_alias(f"wattgpu-{target}", "production").version == "1"
+        assert client.get_model_version_by_alias(f"wattgpu-{target}", "challenger").version == "2"

@@ -205,7 +205,10 @@ def main_job(
     data: tuple[Path, ...],
     register: bool,
 ) -> None:
-    """The main job: validate, tune power, tune ITL, log everything, register both models."""
+    """The main job: validate, tune power, tune ITL, log everything, register both models.
+
+    A target with no production version yet gets its new version promoted to production.
+    """
     from wattgpu.lifecycle import registry
 
     for target in ("power", "itl"):
@@ -215,6 +218,9 @@ def main_job(
         if register:
             version = registry.register(target, run_id)
             click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
+            if registry.production_version(target) is None:
+                # a first version goes straight to production, so predict/recommend answer
+                click.echo(_promotion_line(registry.promote(target, version, "production")))
 
 
 @cli.command()
@@ -297,15 +303,23 @@ def promote(ctx: click.Context, target: str, version: int, to: str, force: bool)
     from wattgpu.lifecycle import registry, tracking
 
     tracking.configure(_settings(ctx).tracking_uri)
-    done = registry.promote(target, version, to, force=force)
-    line = f"{registry.model_name(target)} v{done.version} -> {to} "
+    click.echo(_promotion_line(registry.promote(target, version, to, force=force)))
+
+
+def _promotion_line(done: Any) -> str:
+    """One line saying what a promotion did, with the gate's numbers."""
+    from wattgpu.lifecycle import registry
+
+    line = f"{registry.model_name(done.target)} v{done.version} -> {done.stage} "
     line += f"(LOGO MdAPE {done.candidate_mdape:.2f} %"
     if done.production_mdape is not None:
         line += f"; production had {done.production_mdape:.2f} %"
+    else:
+        line += "; first version, no production to compare with"
     line += ", forced)" if done.forced else ")"
     if done.previous_production is not None:
         line += f"; v{done.previous_production} archived"
-    click.echo(line)
+    return line
 
 
 @cli.command(name="models")

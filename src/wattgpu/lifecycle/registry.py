@@ -116,6 +116,12 @@ def _alias_version(client: MlflowClient, name: str, alias: str) -> Any | None:
         return None
 
 
+def production_version(target: str) -> int | None:
+    """The version behind a target's ``production`` alias, or None when it has none."""
+    held = _alias_version(MlflowClient(), model_name(target), "production")
+    return None if held is None else int(held.version)
+
+
 def promote(target: str, version: int, stage: str, force: bool = False) -> Promotion:
     """Move alias ``stage`` to ``version`` if it passes the gate.
 
@@ -139,6 +145,8 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
     record = f"{decision} {stage} at {stamp}: candidate LOGO MdAPE {candidate_mdape:.3f} %"
     if production_mdape is not None:
         record += f" vs production v{production.version} {production_mdape:.3f} %"
+    else:
+        record += " (first version: no production version to compare with)"
     client.set_model_version_tag(name, str(version), f"wattgpu.promotion.{stage}", record)
     if decision == "refused":
         raise PromotionRefused(
