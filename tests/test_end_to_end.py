@@ -209,5 +209,9 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     assert "-> production" not in second.stdout
     client = MlflowClient(uri)
     for target in ("power", "itl"):
-        assert client.get_model_version_by_alias(f"wattgpu-{target}", "production").version == "1"
-        assert client.get_model_version_by_alias(f"wattgpu-{target}", "challenger").version == "2"
+        assert (
+            str(client.get_model_version_by_alias(f"wattgpu-{target}", "production").version) == "1"
+        )
+        assert (
+            str(client.get_model_version_by_alias(f"wattgpu-{target}", "challenger").version) == "2"
+        )

@@ -30,7 +30,6 @@ from wattgpu.data.importers import (
 )
 from wattgpu.errors import DataError
 
-
 # Exactly the layout of data/watt_counts_subset.csv (maufadel/wattgpu): an unnamed index column,
 # lists stored as text, a blank lambda_qps for offline runs (whose TTFT list is empty and whose
 # latency list holds one value). Row 3 writes a list the way numpy prints it.

@@ -1,7 +1,8 @@
 """The expectation suites of the three tables, built in code, and the derived check columns.
 
-This module is the source of truth for ``wattgpu/data/expectations/*.json``: ``python -m wattgpu.data.suites``
-rewrites those files from :func:`build_suites`, and a test fails when they drift apart.
+This module is the source of truth for ``wattgpu/data/expectations/*.json``:
+``python -m wattgpu.data.suites`` rewrites those files from :func:`build_suites`, and a test
+fails when they drift apart.
 
 Some rules span columns or tables (boost clock at least the base clock, heads dividing the hidden
 size, power within 1.5 x the GPU's TDP, names that resolve through the catalogue). Those are
