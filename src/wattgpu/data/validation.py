@@ -3,7 +3,8 @@
 The only module that imports Great Expectations. Suites are read from
 ``wattgpu/data/expectations/*.json`` (written by :mod:`wattgpu.data.suites`), each table gets
 its derived check columns, and every table is validated in one ephemeral context through a
-checkpoint. When a docs folder is given, the checkpoint's ``UpdateDataDocsAction`` writes Data Docs HTML there (``<docs_dir>/index.html``).
+checkpoint. When a docs folder is given, the checkpoint's ``UpdateDataDocsAction`` writes Data
+Docs HTML there (``<docs_dir>/index.html``).
 """
 
 from __future__ import annotations
