@@ -1,12 +1,12 @@
 """What each design choice of the models is worth on real measurements: one change at a time.
 
 Every variant differs from the adopted design (``wattgpu.modeling.models``) in one respect and is
-scored, like ``bench/accuracy.py``, on every reference row that carries the target, with CatBoost's
-default hyperparameters, the analytical prior refitted on each fold's training rows, and several
-seeds (mean ± standard deviation over seeds). Splits: leave one GPU out (LOGO) and leave LLMs out
-in 10 blocks (L10O, a cheaper stand-in for leave-one-LLM-out).
+scored, like ``bench/accuracy.py``, on every shipped measured row that carries the target, with
+CatBoost's default hyperparameters, the analytical prior refitted on each fold's training rows,
+and several seeds (mean ± standard deviation over seeds). Splits: leave one GPU out (LOGO) and
+leave LLMs out in 10 blocks (L10O, a cheaper stand-in for leave-one-LLM-out).
 
-    python bench/ablation.py [--seeds 3] [--targets power itl] [--reference DIR]
+    python bench/ablation.py [--seeds 3] [--targets power itl] [--measurements PATH ...]
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from accuracy import load_reference
-from benchinfo import add_reference_arguments, machine
+from benchinfo import add_data_arguments, load_measured, machine
 from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
-from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import models
 from wattgpu.modeling.features import (
     CPU_FLOOR_FEATURES,
@@ -162,22 +160,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--targets", nargs="+", choices=("power", "itl"), default=["power", "itl"])
-    add_reference_arguments(parser)
+    add_data_arguments(parser)
     args = parser.parse_args(argv)
     command = " ".join(["python bench/ablation.py", *(argv if argv is not None else sys.argv[1:])])
-    print("# Ablation on real measurements (../shared/reference)\n")
+    print("# Ablation on real measurements\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
     print(f"- command: {command}")
     print(f"- seeds: {args.seeds}; CatBoost defaults; prior refitted per fold\n", flush=True)
-    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
-    try:
-        reference = load_reference(args.reference, catalog)
-    except FileNotFoundError as exc:
-        sys.exit(str(exc))
+    _, measured, _, _ = load_measured(args)
     started = time.perf_counter()
     for target in args.targets:
-        rows = rows_with_target(target, reference)
+        rows = rows_with_target(target, measured)
         table = {v.name: score(v, target, rows, args.seeds) for v in variants(target)}
         columns = list(next(iter(table.values())))
         print(f"\n## {target} ({len(rows)} rows)\n")

@@ -1,6 +1,7 @@
 """Accuracy on real measurements: the tuned CatBoost models beside their peers, same splits.
 
-Trains and evaluates, on every row of ``../shared/reference/*/measurements.csv`` that carries the
+Trains and evaluates, on every row of the shipped real measurements (``--measurements`` to read
+others) that carries the
 target (all engines, all GPU counts, both scenarios), with the same CV / leave-one-GPU-out /
 leave-one-LLM-out folds for every method:
 
@@ -27,7 +28,7 @@ ITL: ``itl_s`` is always a per-request quantity, but the sources report differen
 one target, and the statistic is a feature (``itl_statistic``; a query asks for the median unless
 it says otherwise), so no row is compared with a prediction of another statistic.
 
-    python bench/accuracy.py [--quick] [--json PATH] [--markdown PATH] [--reference DIR]
+    python bench/accuracy.py [--quick] [--json PATH] [--markdown PATH] [--measurements PATH ...]
 """
 
 from __future__ import annotations
@@ -46,20 +47,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from benchinfo import add_reference_arguments, machine
+from benchinfo import add_data_arguments, load_measured, machine
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
-from wattgpu.data.catalog import Catalog
-from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.lifecycle.tuning import nested_out_of_fold, studies_needed
 from wattgpu.modeling.evaluation import TABLE_COLUMNS, baseline_predictions, score, to_markdown
-from wattgpu.modeling.features import build_features
+from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.prior import refit_prior
-from wattgpu.modeling.splits import SPLITS, split_indices
+from wattgpu.modeling.splits import SPLITS, fold_labels, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
+from wattgpu.modeling.uncertainty import COVERAGE, held_out_intervals, interval_figures
 
 METHODS = ("catboost", "load-scaled-tdp", "roofline", "xgboost-paper")
+# The evaluation table plus the project's prediction intervals (blank for the other methods).
+BENCH_COLUMNS = (*TABLE_COLUMNS, "interval_coverage", "interval_width")
 BASELINE_OF = {"power": "load-scaled-tdp", "itl": "roofline"}
 TRIALS = 10
 QUICK_TRIALS = 2
@@ -99,25 +101,6 @@ PAPER_RECIPE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]]
         {"max_depth": 5, "reg_lambda": 100.0, "n_estimators": 100},
     ),
 }
-
-
-def load_reference(reference: Path, catalog: Catalog) -> pd.DataFrame:
-    """Every reference row whose GPU and LLM resolve, with specs and physics features."""
-    files = sorted(Path(reference).glob("*/measurements.csv"))
-    if not files:
-        raise FileNotFoundError(
-            f"no */measurements.csv under {reference} (give --reference DIR or set "
-            "WATTGPU_REFERENCE_DIR)"
-        )
-    rows, unresolved = resolve_names(read_measurements(files), catalog)
-    if len(unresolved):
-        first = unresolved.iloc[0]
-        print(
-            f"warning: {len(unresolved)} rows name a GPU or LLM missing from the catalogue "
-            f"(e.g. {first['gpu']!r}, {first['model']!r}); they are left out",
-            file=sys.stderr,
-        )
-    return build_features(rows, catalog)
 
 
 # --- the paper's recipe -------------------------------------------------------------------------
@@ -188,7 +171,7 @@ def run(
     """The accuracy table (``TABLE_COLUMNS``) of ``methods`` on ``rows``, and the tuned params.
 
     Args:
-        rows: reference rows from ``load_reference``.
+        rows: measured rows with features (``benchinfo.load_measured``).
         targets: ``power`` and/or ``itl``.
         splits: any of ``CV``, ``LOGO``, ``LOLO``.
         methods: any of ``METHODS`` (a baseline only runs for its own target).
@@ -215,7 +198,9 @@ def run(
                     else None,
                     prepare=refit_prior,
                 )
-                records += score(oof, "catboost", target, split)
+                records += with_intervals(
+                    score(oof, "catboost", target, split), target, data, oof, split, seed
+                )
                 chosen += [{"target": target, **p} for p in params]
             if BASELINE_OF[target] in methods:
                 records += score(baseline, BASELINE_OF[target], target, split)
@@ -225,7 +210,31 @@ def run(
                 )
                 if progress:
                     progress(f"{target} {split} xgboost-paper")
-    return pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS)), chosen
+    return pd.DataFrame.from_records(records, columns=list(BENCH_COLUMNS)), chosen
+
+
+def with_intervals(
+    records: list[dict[str, Any]],
+    target: str,
+    data: pd.DataFrame,
+    oof: pd.DataFrame,
+    split: str,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Add each scenario's interval coverage and median relative width to the model's records.
+
+    Every fold's rows get intervals from an interval model (difficulty model and conformal
+    factors) fitted on the other folds' out-of-fold residuals only, as the served model's is
+    fitted on leave-one-GPU-out residuals.
+    """
+    groups = fold_labels(data, split, seed=seed)
+    lower, upper = held_out_intervals(target, data, oof, MEMBERS[target][0], groups, seed=seed)
+    for record in records:
+        rows = (oof["scenario"] == record["scenario"]).to_numpy()
+        record.update(
+            interval_figures(oof["true"][rows], oof["pred"][rows], lower[rows], upper[rows])
+        )
+    return records
 
 
 # Two GPUs whose measured means differ by less than this rank by chance: repeat measurements of
@@ -266,6 +275,24 @@ def to_json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def interval_markdown(table: pd.DataFrame) -> str:
+    """The project's interval coverage and width per target, split and scenario."""
+    rows = table[table["method"] == "catboost"]
+    lines = [
+        f"Prediction intervals (nominal {COVERAGE:.0%}), each fold's from residuals of the other "
+        "folds only:",
+        "",
+        "| target | split | scenario | coverage % | median width (upper − lower) / prediction % |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows.itertuples():
+        lines.append(
+            f"| {row.target} | {row.split} | {row.scenario} | {100 * row.interval_coverage:.1f} "
+            f"| {100 * row.interval_width:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def caption(trials: int) -> str:
     return (
         "MdAPE in %, r = Pearson, τ = mean Kendall τ of the GPU ranking per (LLM, scenario) and "
@@ -289,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, help=f"trials per nested study (default {TRIALS})")
     parser.add_argument("--json", type=Path, help="write the table as JSON records here")
     parser.add_argument("--markdown", type=Path, help="write the Markdown report here too")
-    add_reference_arguments(parser)
+    add_data_arguments(parser)
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
     parser.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
@@ -300,20 +327,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     command = " ".join(["python bench/accuracy.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [
-        "# Accuracy on real measurements (../shared/reference)",
+        "# Accuracy on real measurements",
         "",
         f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- machine: {machine()}",
         f"- python {platform.python_version()}, pandas {pd.__version__}",
         f"- command: {command}",
-        f"- reference: {args.reference}",
     ]
+    _, rows, _, files = load_measured(args)
+    lines.append("- measurements: " + ", ".join(f.name for f in files))
     print("\n".join(lines), flush=True)
-    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
-    try:
-        rows = load_reference(args.reference, catalog)
-    except FileNotFoundError as exc:
-        sys.exit(str(exc))
     for target in args.targets:
         data = rows_with_target(target, rows)
         line = (
@@ -361,9 +384,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         to_markdown(table),
         caption(trials),
         "",
+        interval_markdown(table),
     ]
     report = "\n".join(lines)
-    print("\n".join(lines[-5:]))
+    print("\n".join(lines[-6:]))
     if args.markdown:
         args.markdown.write_text(report)
     if args.json:

@@ -1,4 +1,4 @@
-"""What every benchmark prints about where it ran, and where it finds the reference data.
+"""What every benchmark prints about where it ran, and where it finds the measurements.
 
 The scripts run as ``python bench/NAME.py``, so this folder is on their import path.
 """
@@ -8,12 +8,18 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 from pathlib import Path
 
+import pandas as pd
+
 from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.data.catalog import Catalog
+from wattgpu.data.measurements import expand_paths, read_measurements, resolve_names
+from wattgpu.errors import WattgpuError
+from wattgpu.modeling.features import build_features
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_REFERENCE = REPO.parent / "shared" / "reference"
 
 
 def cpu_name() -> str:
@@ -32,15 +38,38 @@ def machine() -> str:
     return f"{platform.platform()}; {cpu_name()}; {os.cpu_count()} CPUs"
 
 
-def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--reference`` (the real measurements) and ``--data`` (the catalogues)."""
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data`` (the catalogues) and ``--measurements`` (default: the shipped real ones)."""
     parser.add_argument(
-        "--reference",
+        "--data",
         type=Path,
-        default=Path(os.environ.get("WATTGPU_REFERENCE_DIR", DEFAULT_REFERENCE)),
-        help="folder holding <source>/measurements.csv (default: ../shared/reference, "
-        "or $WATTGPU_REFERENCE_DIR)",
+        default=SHIPPED_DATA_DIR,
+        help="folder of gpus.csv, llms.csv and measurements/ (default: the shipped data)",
     )
     parser.add_argument(
-        "--data", type=Path, default=SHIPPED_DATA_DIR, help="folder of gpus.csv, llms.csv"
+        "--measurements",
+        type=Path,
+        nargs="+",
+        help="measurement CSV files or folders (default: <data>/measurements)",
     )
+
+
+def load_measured(
+    args: argparse.Namespace,
+) -> tuple[Catalog, pd.DataFrame, pd.DataFrame, list[Path]]:
+    """The catalogue, the measured rows that resolve (with features), the raw rows, the files."""
+    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
+    try:
+        files = expand_paths(args.measurements or [args.data / "measurements"])
+        raw = read_measurements(files)
+    except WattgpuError as exc:
+        sys.exit(str(exc))
+    rows, unresolved = resolve_names(raw, catalog)
+    if len(unresolved):
+        first = unresolved.iloc[0]
+        print(
+            f"warning: {len(unresolved)} rows name a GPU or LLM missing from the catalogue "
+            f"(e.g. {first['gpu']!r}, {first['model']!r}); they are left out",
+            file=sys.stderr,
+        )
+    return catalog, build_features(rows, catalog), raw, files

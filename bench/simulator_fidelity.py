@@ -1,11 +1,11 @@
 """How close the analytical model (wattgpu.data.simulate) comes to real measurements.
 
-Reads the reference measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
+Reads the shipped real measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
 MdAPE of the model's power and per-request ITL against them, per data set and engine and overall,
 for DEFAULT_CONSTANTS and, with --refit, for constants fitted here (printed ready to paste into
 DEFAULT_CONSTANTS).
 
-    python bench/simulator_fidelity.py [--refit] [--reference DIR]
+    python bench/simulator_fidelity.py [--refit] [--measurements PATH ...]
 
 ITL: every row's ``itl_s`` is a per-request quantity (mean TPOT, median client-side ITL, or the
 batch latency / output length that includes the batch's prefill). All are used: the model's
@@ -28,16 +28,13 @@ import platform
 import sys
 import time
 from dataclasses import asdict, fields
-from pathlib import Path
 
 import pandas as pd
-from benchinfo import add_reference_arguments, machine
+from benchinfo import add_data_arguments, load_measured, machine
 
-from wattgpu.data.catalog import Catalog
-from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.data.simulate import DEFAULT_CONSTANTS, PhysicalConstants, calibrate, fidelity
 from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
-from wattgpu.modeling.features import build_features, with_prior
+from wattgpu.modeling.features import with_prior
 from wattgpu.modeling.metrics import mdape
 from wattgpu.modeling.prior import (
     EXCLUDED_FAMILIES,
@@ -48,17 +45,13 @@ from wattgpu.modeling.prior import (
 
 
 def load_rows(
-    reference: Path, catalog: Catalog
+    args: argparse.Namespace,
 ) -> tuple[pd.DataFrame, dict[str, int], pd.DataFrame]:
     """Real single-GPU 16-bit dense rows with features, how many rows each filter dropped, and
     every row with features (the engine floors are fitted on all of them).
     """
-    files = sorted(reference.glob("*/measurements.csv"))
-    if not files:
-        sys.exit(f"no */measurements.csv under {reference} (give --reference DIR)")
-    raw = read_measurements(files)
-    rows, unresolved = resolve_names(raw, catalog)
-    rows = build_features(rows, catalog)
+    _, rows, raw, _ = load_measured(args)
+    unresolved = len(raw) - len(rows)
     flags = rows["flags"].fillna("").astype(str) if "flags" in rows else pd.Series("", rows.index)
     single = rows["num_gpus"].fillna(1.0) == 1.0
     dense = (rows["llm_active_params_b"] >= rows["llm_params_b"]) & ~flags.str.contains("moe")
@@ -66,7 +59,7 @@ def load_rows(
     sixteen = dtype.isin(SIXTEEN_BIT) & ~flags.str.contains("fp8")
     counts = {
         "read": len(raw),
-        "unresolved names": len(unresolved),
+        "unresolved names": unresolved,
         "multi-GPU": int((~single).sum()),
         "MoE": int((single & ~dense).sum()),
         "not 16-bit": int((single & dense & ~sixteen).sum()),
@@ -109,7 +102,7 @@ def main() -> None:
     parser.add_argument(
         "--refit", action="store_true", help="also fit the constants and report them"
     )
-    add_reference_arguments(parser)
+    add_data_arguments(parser)
     args = parser.parse_args()
 
     print("# Simulator fidelity (wattgpu.data.simulate vs real measurements)\n")
@@ -117,10 +110,8 @@ def main() -> None:
     print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")
     print(f"- command: python bench/simulator_fidelity.py {' '.join(sys.argv[1:])}".rstrip())
-    print(f"- reference: {args.reference}")
 
-    catalog = Catalog.load(args.data / "gpus.csv", args.data / "llms.csv")
-    rows, counts, every_row = load_rows(args.reference, catalog)
+    rows, counts, every_row = load_rows(args)
     mask = calibration_mask(rows)
     print("- rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     excluded = ", ".join(EXCLUDED_FAMILIES)
@@ -157,7 +148,7 @@ def main() -> None:
         print(")")
         floors = fit_engine_floors(with_prior(every_row, constants, floors={}))
         print(
-            f"\nEngine floors, s per layer per step, fitted on all {len(every_row)} reference rows "
+            f"\nEngine floors, s per layer per step, fitted on all {len(every_row)} measured rows "
             "(those with an ITL count):\n"
         )
         print("DEFAULT_ENGINE_FLOORS: dict[str, float] = {")

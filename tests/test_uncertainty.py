@@ -2,43 +2,73 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.uncertainty import apply_interval, held_out_gpu_coverage, interval_quantiles
+from wattgpu.modeling.features import build_features
+from wattgpu.modeling.models import MEMBERS
+from wattgpu.modeling.uncertainty import (
+    IntervalModel,
+    conformal_quantiles,
+    fit_difficulty,
+    held_out_intervals,
+    interval,
+    interval_figures,
+)
+
+WITHOUT = MEMBERS["power"][0]
 
 
-def test_quantiles_and_interval_by_hand():
-    # true/pred ratios 1, 2, 4 -> log residuals 0, ln 2, ln 4; coverage 0: both ends at the median
-    oof = pd.DataFrame(
+def test_conformal_quantiles_by_hand():
+    scores = np.arange(10, 0, -1, dtype=float)  # 10 scores, 1 ... 10, unsorted
+    # coverage 0.8: tails 0.1; k_low = floor(11 x 0.1) = 1, k_high = ceil(11 x 0.9) = 10
+    assert conformal_quantiles(scores, 0.8) == (1.0, 10.0)
+    # coverage 0.5: tails 0.25; k_low = floor(11 x 0.25) = 2, k_high = ceil(11 x 0.75) = 9
+    assert conformal_quantiles(scores, 0.5) == (2.0, 9.0)
+
+
+def test_interval_figures_by_hand():
+    true = np.array([1.0, 2.0, 3.0, 4.0])
+    pred = np.array([2.0, 2.0, 2.0, 2.0])
+    lower = np.array([0.5, 1.0, 3.5, 3.0])
+    upper = np.array([1.5, 3.0, 4.0, np.nan])  # the last row has no interval
+    figures = interval_figures(true, pred, lower, upper)
+    # inside: 1 in [0.5, 1.5], 2 in [1, 3], 3 not in [3.5, 4] -> 2 of 3
+    assert figures["interval_coverage"] == pytest.approx(2 / 3)
+    # widths 1/2, 2/2, 0.5/2 -> median 0.5
+    assert figures["interval_width"] == pytest.approx(0.5)
+
+
+def _rows(catalog, batches):
+    frame = pd.DataFrame(
         {
-            "gpu": ["a", "b", "c"],
-            "scenario": "server",
-            "true": [1.0, 2.0, 4.0],
-            "pred": [1.0, 1.0, 1.0],
+            "gpu": ["NVIDIA H100 SXM5", "NVIDIA L4"] * len(batches),
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "scenario": "offline",
+            "batch_size": np.repeat(batches, 2).astype(float),
         }
     )
-    q = interval_quantiles(oof, coverage=0.0)
-    assert q["server"] == pytest.approx((np.log(2), np.log(2)))
-    lower, upper = apply_interval(np.array([10.0]), pd.Series(["server"]), q)
-    assert lower == pytest.approx([20.0]) and upper == pytest.approx([20.0])
+    return build_features(frame, catalog)
 
 
-def test_full_coverage_spans_min_to_max():
-    oof = pd.DataFrame(
-        {"gpu": list("abcd"), "scenario": "offline", "true": [0.5, 1.0, 1.0, 2.0], "pred": 1.0}
-    )
-    low, high = interval_quantiles(oof, coverage=1.0)["offline"]
-    assert (low, high) == pytest.approx((np.log(0.5), np.log(2.0)))
+def test_interval_is_the_prediction_times_the_factors_at_the_rows_difficulty(small_catalog):
+    rows = _rows(small_catalog, [1, 8, 32, 64])
+    # every residual 0.1 -> the difficulty model learns log 0.1 everywhere -> d = 0.1
+    model = fit_difficulty("power", rows, np.full(len(rows), 0.1), WITHOUT)
+    assert model == pytest.approx(0.1)  # alike residuals: one difficulty, no trees to fit
+    bounds = IntervalModel("power", WITHOUT, model, q_low=-2.0, q_high=3.0)
+    lower, upper = interval(bounds, rows, np.full(len(rows), 100.0))
+    assert lower == pytest.approx(np.full(len(rows), 100.0 * np.exp(-0.2)), rel=1e-3)
+    assert upper == pytest.approx(np.full(len(rows), 100.0 * np.exp(0.3)), rel=1e-3)
 
 
-def test_unknown_scenario_gets_the_widest_interval():
-    q = {"offline": (-0.1, 0.1), "server": (-0.3, 0.2)}
-    lower, upper = apply_interval(np.array([1.0]), pd.Series(["other"]), q)
-    assert lower == pytest.approx(np.exp([-0.3])) and upper == pytest.approx(np.exp([0.2]))
-
-
-def test_held_out_coverage_leaves_each_gpu_out():
-    # log residuals a: 0, b: ln 1.1, c: ln 10; full-coverage interval from the two others:
-    # a -> [ln 1.1, ln 10] misses 0; b -> [0, ln 10] holds ln 1.1; c -> [0, ln 1.1] misses ln 10
-    oof = pd.DataFrame(
-        {"gpu": ["a", "b", "c"], "scenario": "server", "true": [1.0, 1.1, 10.0], "pred": 1.0}
-    )
-    assert held_out_gpu_coverage(oof, coverage=1.0) == pytest.approx(1 / 3)
+def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog):
+    rows = _rows(small_catalog, [1, 2, 4, 8, 16, 32, 64, 128])
+    groups = np.tile(["a", "b", "c", "d"], len(rows) // 4)
+    true = np.linspace(100.0, 200.0, len(rows))
+    pred = true * np.linspace(0.8, 1.3, len(rows))
+    oof = pd.DataFrame({"true": true, "pred": pred, "scenario": "offline"})
+    lower, upper = held_out_intervals("power", rows, oof, WITHOUT, groups)
+    # group a's measurements made ten times worse: a's interval stays, the others' widen
+    worse = oof.assign(true=np.where(groups == "a", true * 10.0, true))
+    lower2, upper2 = held_out_intervals("power", rows, worse, WITHOUT, groups)
+    a = groups == "a"
+    assert lower2[a] == pytest.approx(lower[a]) and upper2[a] == pytest.approx(upper[a])
+    assert (upper2[~a] - lower2[~a] > upper[~a] - lower[~a]).all()

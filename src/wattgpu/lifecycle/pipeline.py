@@ -25,9 +25,15 @@ from wattgpu.modeling import models
 from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
+from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.splits import SPLITS
 from wattgpu.modeling.targets import check_target, rows_with_target
-from wattgpu.modeling.uncertainty import COVERAGE, held_out_gpu_coverage, interval_quantiles
+from wattgpu.modeling.uncertainty import (
+    COVERAGE,
+    fit_interval,
+    held_out_intervals,
+    interval_figures,
+)
 
 
 @dataclass(frozen=True)
@@ -237,15 +243,23 @@ def tune(
                 zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
             ),
             "interval_coverage_nominal": COVERAGE,
-            "interval_quantiles": interval_quantiles(oof["LOGO"]),
             "domain": training_domain(rows),
             "wattgpu_version": __version__,
         }
-        coverage = held_out_gpu_coverage(oof["LOGO"])
-        metadata["interval_coverage_held_out_gpu"] = coverage
-        tracking.log_metrics({"interval_coverage_held_out_gpu": coverage})
+        # the interval's difficulty model sees what the first member sees
+        without = MEMBERS[target][0]
+        gpus = rows["gpu"].to_numpy()
+        bounds = fit_interval(target, rows, oof["LOGO"], without, gpus, seed=seed)
+        held_out = interval_figures(
+            oof["LOGO"]["true"],
+            oof["LOGO"]["pred"],
+            *held_out_intervals(target, rows, oof["LOGO"], without, gpus, seed=seed),
+        )
+        metadata.update({f"{k}_held_out_gpu": v for k, v in held_out.items()})
+        tracking.log_metrics({f"{k}_held_out_gpu": v for k, v in held_out.items()})
         tracking.log_dict(metadata, "model_metadata.json")
-        tracking.set_tags({"wattgpu.model_uri": pyfunc.log_pyfunc(model, data.catalog, metadata)})
+        uri = pyfunc.log_pyfunc(model, bounds, data.catalog, metadata)
+        tracking.set_tags({"wattgpu.model_uri": uri})
         tracking.set_tags({"wattgpu.machine": platform.platform()})
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})

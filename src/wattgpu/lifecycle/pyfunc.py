@@ -1,8 +1,9 @@
 """The served model: an ``mlflow.pyfunc`` model that answers raw query rows.
 
-Its artifacts hold everything it needs — the CatBoost members, a snapshot of both catalogues and
-the metadata (target, interval quantiles, training domain) — and the ``wattgpu`` package itself
-travels as code, so it loads and predicts in a process with no access to this repository.
+Its artifacts hold everything it needs — the CatBoost members, the interval's difficulty model, a
+snapshot of both catalogues and the metadata (target, interval factors, training domain) — and
+the ``wattgpu`` package itself travels as code, so it loads and predicts in a process with no
+access to this repository.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from wattgpu.modeling.queries import (
     REQUIRED_FIELDS,
     TEXT_FIELDS,
 )
+from wattgpu.modeling.uncertainty import IntervalModel
 
 EXAMPLE_QUERY = [
     {
@@ -63,6 +65,19 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             member.load_model(artifacts[f"catboost_{number}"])
             members.append((tuple(without), member))
         self.model = Regressor(self.metadata["target"], members)
+        spec = self.metadata["interval"]
+        difficulty = spec.get("difficulty")  # a number when every residual was alike
+        if difficulty is None:
+            difficulty = CatBoostRegressor()
+            difficulty.load_model(artifacts["interval"])
+        self.bounds = IntervalModel(
+            self.metadata["target"],
+            tuple(spec["without"]),
+            difficulty,
+            spec["q_low"],
+            spec["q_high"],
+            spec["coverage"],
+        )
 
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
@@ -73,7 +88,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
                 model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
             )
             return predict_queries(
-                self.metadata["target"], self.model, self.catalog, self.metadata, frame
+                self.metadata["target"], self.model, self.bounds, self.catalog, self.metadata, frame
             )
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
@@ -100,7 +115,9 @@ def signature() -> ModelSignature:
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
 
 
-def log_pyfunc(model: Regressor, catalog: Catalog, metadata: dict[str, Any]) -> str:
+def log_pyfunc(
+    model: Regressor, bounds: IntervalModel, catalog: Catalog, metadata: dict[str, Any]
+) -> str:
     """Log the served model to the active run under ``model``; return its URI."""
     package = Path(wattgpu.__file__).parent
     with tempfile.TemporaryDirectory() as folder:
@@ -110,7 +127,20 @@ def log_pyfunc(model: Regressor, catalog: Catalog, metadata: dict[str, Any]) -> 
             path = root / f"model_{number}.cbm"
             member.save_model(str(path))
             artifacts[f"catboost_{number}"] = str(path)
-        metadata = {**metadata, "members": [list(without) for without, _ in model.members]}
+        if not isinstance(bounds.difficulty, float):
+            bounds.difficulty.save_model(str(root / "interval.cbm"))
+            artifacts["interval"] = str(root / "interval.cbm")
+        metadata = {
+            **metadata,
+            "members": [list(without) for without, _ in model.members],
+            "interval": {
+                "without": list(bounds.without),
+                "q_low": bounds.q_low,
+                "q_high": bounds.q_high,
+                "coverage": bounds.coverage,
+                "difficulty": bounds.difficulty if isinstance(bounds.difficulty, float) else None,
+            },
+        }
         catalog.gpus.to_csv(root / "gpus.csv", index=False)
         catalog.llms.to_csv(root / "llms.csv", index=False)
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2, default=float))

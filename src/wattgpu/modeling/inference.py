@@ -17,7 +17,7 @@ from wattgpu.modeling.domain import domain_warnings
 from wattgpu.modeling.features import build_features
 from wattgpu.modeling.queries import check_queries
 from wattgpu.modeling.targets import REPORT_SCALE, UNIT
-from wattgpu.modeling.uncertainty import apply_interval
+from wattgpu.modeling.uncertainty import IntervalModel, interval
 
 OUTPUT_COLUMNS = (
     "gpu",
@@ -33,15 +33,21 @@ OUTPUT_COLUMNS = (
 
 
 def predict_queries(
-    target: str, model: Any, catalog: Catalog, metadata: dict[str, Any], queries: pd.DataFrame
+    target: str,
+    model: Any,
+    bounds: IntervalModel,
+    catalog: Catalog,
+    metadata: dict[str, Any],
+    queries: pd.DataFrame,
 ) -> pd.DataFrame:
     """Predict ``target`` for raw query rows.
 
     Args:
         target: ``power`` or ``itl``.
         model: the fitted CatBoost regressor.
+        bounds: the interval model (the row's difficulty and the conformal factors).
         catalog: the catalogue snapshot the model was trained with.
-        metadata: ``interval_quantiles`` and ``domain`` stored with the model.
+        metadata: the training ``domain`` stored with the model.
         queries: rows with ``gpu``, ``model``, ``scenario`` and optional workload/spec columns.
 
     Returns:
@@ -55,7 +61,7 @@ def predict_queries(
     clean = check_queries(queries, catalog)
     rows = build_features(clean, catalog)
     value = models.predict(target, model, rows)
-    lower, upper = apply_interval(value, rows["scenario"], metadata["interval_quantiles"])
+    lower, upper = interval(bounds, rows, value)
     scale = REPORT_SCALE[target]
     return pd.DataFrame(
         {

@@ -47,3 +47,11 @@ def split_indices(
         yield from LeaveOneGroupOut().split(frame, groups=groups)
     else:
         raise ConfigError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+
+
+def fold_labels(frame: pd.DataFrame, split: str, seed: int = 0) -> np.ndarray:
+    """The number of the fold whose test side holds each row (positional)."""
+    labels = np.full(len(frame), -1)
+    for number, (_, test) in enumerate(split_indices(frame, split, seed=seed)):
+        labels[test] = number
+    return labels

@@ -1,60 +1,219 @@
-"""Prediction intervals from held-out-GPU residuals (split-conformal style), and their check.
+"""Per-row prediction intervals: normalised split-conformal on held-out-GPU residuals.
 
-The interval of a prediction is ``[pred x exp(q_lo), pred x exp(q_hi)]`` where ``q_lo``/``q_hi``
-are quantiles of ``log(true / pred)`` over leave-one-GPU-out predictions of the same scenario:
-errors the model made on GPUs it had not seen, which is the situation of every real query.
+A prediction's interval is ``[pred x exp(q_lo x d), pred x exp(q_hi x d)]``. ``d`` is the row's
+*difficulty*: a small CatBoost model's estimate of ``|log(true / pred)|`` from the row's features,
+learnt on leave-one-GPU-out residuals (errors the model made on GPUs it had not seen, the
+situation of every query about new hardware). ``q_lo``/``q_hi`` are conformal quantiles of the
+normalised residuals ``log(true / pred) / d``, computed on difficulties predicted for GPUs the
+difficulty model had not seen either (cross-fitted by GPU), so the calibration is not fooled by
+the difficulty model's own fit. A 7B model in a well-measured regime then gets a narrow interval
+and a query unlike anything measured a wide one, at the same nominal coverage.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
+from catboost import CatBoostRegressor, Pool
+from sklearn.model_selection import GroupKFold
+
+from wattgpu.modeling.features import CATEGORICAL_FEATURES, feature_matrix
 
 COVERAGE = 0.9
+# The difficulty model is deliberately small: a few hundred residuals, and it only has to rank
+# regimes by how wrong the main model tends to be in them.
+DIFFICULTY_PARAMS = {"iterations": 200, "depth": 4, "learning_rate": 0.05, "l2_leaf_reg": 10.0}
+# |log residual| floor: keeps log(|r|) finite and the smallest intervals away from zero width.
+MIN_RESIDUAL = 0.01
 
 
-def log_residuals(oof: pd.DataFrame) -> pd.Series:
+@dataclass
+class IntervalModel:
+    """What turns a prediction into an interval: the difficulty model and the conformal factors."""
+
+    target: str
+    without: tuple[str, ...]
+    difficulty: CatBoostRegressor | float
+    q_low: float
+    q_high: float
+    coverage: float = COVERAGE
+
+
+def log_residuals(oof: pd.DataFrame) -> np.ndarray:
     """``log(true / pred)`` per out-of-fold row."""
-    return np.log(oof["true"].astype(float) / oof["pred"].astype(float))
+    return np.log(oof["true"].to_numpy(float) / oof["pred"].to_numpy(float))
 
 
-def interval_quantiles(
-    oof: pd.DataFrame, coverage: float = COVERAGE
-) -> dict[str, tuple[float, float]]:
-    """Per scenario, the (lower, upper) quantiles of the log residuals for a central interval."""
+def _pool(
+    target: str, frame: pd.DataFrame, without: tuple[str, ...], label: np.ndarray | None = None
+) -> Pool:
+    matrix = feature_matrix(frame, target, without)
+    cats = [c for c in CATEGORICAL_FEATURES if c in matrix.columns]
+    return Pool(matrix, label=label, cat_features=cats)
+
+
+def fit_difficulty(
+    target: str,
+    frame: pd.DataFrame,
+    residuals: np.ndarray,
+    without: tuple[str, ...],
+    seed: int = 0,
+    threads: int = 1,
+) -> CatBoostRegressor | float:
+    """Fit log |residual| on the rows' features (the main model's, less ``without``).
+
+    Returns the CatBoost model, or the one difficulty of every row when all residuals are alike
+    (CatBoost refuses a constant label).
+    """
+    label = np.log(np.maximum(np.abs(residuals), MIN_RESIDUAL))
+    if np.ptp(label) == 0.0:
+        return float(np.exp(label[0]))
+    model = CatBoostRegressor(
+        **DIFFICULTY_PARAMS,
+        loss_function="RMSE",
+        random_seed=seed,
+        thread_count=threads,
+        allow_writing_files=False,
+        verbose=False,
+    )
+    model.fit(_pool(target, frame, without, label))
+    return model
+
+
+def difficulty(
+    model: CatBoostRegressor | float, target: str, frame: pd.DataFrame, without: tuple[str, ...]
+) -> np.ndarray:
+    """The difficulty ``d`` of each row (> 0)."""
+    if isinstance(model, float):
+        return np.full(len(frame), model)
+    return np.exp(model.predict(_pool(target, frame, without)))
+
+
+def conformal_quantiles(scores: np.ndarray, coverage: float = COVERAGE) -> tuple[float, float]:
+    """Lower and upper split-conformal quantiles of ``scores`` for a central interval.
+
+    The finite-sample correction ``ceil((n + 1)(1 - tail)) / n`` keeps the coverage at or above
+    nominal on exchangeable rows.
+    """
+    scores = np.sort(np.asarray(scores, float))
+    n = len(scores)
     tail = (1.0 - coverage) / 2.0
-    out = {}
-    for scenario, rows in oof.assign(r=log_residuals(oof)).groupby("scenario"):
-        out[str(scenario)] = (
-            float(rows["r"].quantile(tail)),
-            float(rows["r"].quantile(1.0 - tail)),
-        )
+    k_high = min(n, math.ceil((n + 1) * (1.0 - tail)))
+    k_low = max(1, math.floor((n + 1) * tail))
+    return float(scores[k_low - 1]), float(scores[k_high - 1])
+
+
+# Inner folds of the cross-fitted calibration: enough to keep every row's difficulty honest,
+# few enough that leave-one-LLM-out (one outer fold per LLM) stays cheap.
+INNER_FOLDS = 5
+
+
+def _cross_fitted_difficulty(
+    target: str,
+    frame: pd.DataFrame,
+    residuals: np.ndarray,
+    without: tuple[str, ...],
+    groups: np.ndarray,
+    seed: int,
+) -> np.ndarray:
+    """Each row's difficulty from a difficulty model fitted without the row's group."""
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:  # nothing to hold out: the in-sample fit is all there is
+        model = fit_difficulty(target, frame, residuals, without, seed)
+        return difficulty(model, target, frame, without)
+    out = np.full(len(frame), np.nan)
+    folds = GroupKFold(n_splits=min(INNER_FOLDS, n_groups), shuffle=True, random_state=seed)
+    for train, test in folds.split(frame, groups=groups):
+        model = fit_difficulty(target, frame.iloc[train], residuals[train], without, seed)
+        out[test] = difficulty(model, target, frame.iloc[test], without)
     return out
 
 
-def apply_interval(
-    pred: np.ndarray, scenario: pd.Series, quantiles: dict[str, tuple[float, float]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds of each prediction (an unknown scenario gets the widest interval)."""
-    widest = (min(q[0] for q in quantiles.values()), max(q[1] for q in quantiles.values()))
-    bounds = np.array([quantiles.get(str(s), widest) for s in scenario])
-    return pred * np.exp(bounds[:, 0]), pred * np.exp(bounds[:, 1])
+def fit_interval(
+    target: str,
+    frame: pd.DataFrame,
+    oof: pd.DataFrame,
+    without: tuple[str, ...],
+    groups: np.ndarray,
+    coverage: float = COVERAGE,
+    seed: int = 0,
+) -> IntervalModel:
+    """The interval model of ``frame``'s rows from their out-of-fold predictions ``oof``.
 
+    Args:
+        target: ``power`` or ``itl``.
+        frame: rows with features, in the order of ``oof``.
+        oof: out-of-fold ``true``/``pred`` of the rows (leave-one-GPU-out for the served model).
+        without: feature columns the difficulty model leaves out.
+        groups: the rows' held-out groups (GPUs for leave-one-GPU-out): the calibration's
+            difficulties come from models fitted without the row's group.
+        coverage: nominal coverage of the central interval.
+        seed: CatBoost's and the inner folds' seed.
 
-def held_out_gpu_coverage(oof: pd.DataFrame, coverage: float = COVERAGE) -> float:
-    """Share of rows inside an interval whose quantiles were computed without their own GPU.
-
-    For each GPU, the quantiles come from the other GPUs' leave-one-GPU-out residuals only, so
-    this is an honest check of the interval on a GPU nobody measured.
     """
-    inside = []
-    for gpu, rows in oof.groupby("gpu"):
-        others = oof[oof["gpu"] != gpu]
-        if others.empty:
+    residuals = log_residuals(oof)
+    groups = np.asarray(groups)
+    scores = residuals / _cross_fitted_difficulty(target, frame, residuals, without, groups, seed)
+    q_low, q_high = conformal_quantiles(scores, coverage)
+    model = fit_difficulty(target, frame, residuals, without, seed)
+    return IntervalModel(target, tuple(without), model, q_low, q_high, coverage)
+
+
+def interval(model: IntervalModel, frame: pd.DataFrame, pred: np.ndarray) -> tuple:
+    """Lower and upper bounds of the predictions ``pred`` of ``frame``'s rows."""
+    d = difficulty(model.difficulty, model.target, frame, model.without)
+    pred = np.asarray(pred, float)
+    return pred * np.exp(model.q_low * d), pred * np.exp(model.q_high * d)
+
+
+def held_out_intervals(
+    target: str,
+    frame: pd.DataFrame,
+    oof: pd.DataFrame,
+    without: tuple[str, ...],
+    groups: np.ndarray,
+    coverage: float = COVERAGE,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's interval from an interval model fitted without the row's group.
+
+    The honest check of the intervals: neither the difficulty model nor the conformal factors
+    that bound a held-out GPU's (or LLM's, or fold's) rows ever saw that group's residuals.
+    """
+    groups = np.asarray(groups)
+    lower = np.full(len(frame), np.nan)
+    upper = np.full(len(frame), np.nan)
+    pred = oof["pred"].to_numpy(float)
+    for group in np.unique(groups):
+        held = groups == group
+        if held.all():
             continue
-        lower, upper = apply_interval(
-            rows["pred"].to_numpy(float), rows["scenario"], interval_quantiles(others, coverage)
+        train = np.flatnonzero(~held)
+        model = fit_interval(
+            target, frame.iloc[train], oof.iloc[train], without, groups[train], coverage, seed
         )
-        true = rows["true"].to_numpy(float)
-        inside.extend(((true >= lower) & (true <= upper)).tolist())
-    return float(np.mean(inside)) if inside else float("nan")
+        lower[held], upper[held] = interval(model, frame[held], pred[held])
+    return lower, upper
+
+
+def interval_figures(
+    true: np.ndarray, pred: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> dict[str, float]:
+    """Coverage and width of intervals, over the rows that have one.
+
+    ``interval_coverage`` is the share of true values inside; ``interval_width`` the median of
+    (upper - lower) / prediction.
+    """
+    true, pred = np.asarray(true, float), np.asarray(pred, float)
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    ok = np.isfinite(lower) & np.isfinite(upper)
+    if not ok.any():
+        return {"interval_coverage": math.nan, "interval_width": math.nan}
+    inside = (true[ok] >= lower[ok]) & (true[ok] <= upper[ok])
+    return {
+        "interval_coverage": float(inside.mean()),
+        "interval_width": float(np.median((upper[ok] - lower[ok]) / pred[ok])),
+    }
