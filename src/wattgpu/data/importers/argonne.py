@@ -5,6 +5,12 @@ Reads ``Plots/All_results.csv`` (the latency sweep: no power) and
 github.com/argonne-lcf/LLM-Inference-Bench (commit 4211f5d, BSD-3-Clause) into one tidy row per
 run, following the shared reference README ("Source 2"), and hands them to the shared filters
 and validation of :mod:`wattgpu.data.importers.common`.
+
+One departure from the reference table: its llama.cpp rows take ``Batch Size`` as the number of
+sequences, but llama-bench generates one sequence and ``-b`` is its prompt-processing batch (the
+source's own ``Throughput`` is (in + out) / latency at every batch size, and latency does not grow
+with it). Here llama.cpp rows get ``batch_size`` 1 and a one-sequence throughput; the setting as
+written stays in ``source_batch_size``.
 """
 
 from __future__ import annotations
