@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
+import click
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
-from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.cli import WattgpuGroup, cli
+from wattgpu.cli_data import fetch_command, import_command
+from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,3 +123,34 @@ def reference() -> Path:
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
+
+
+@pytest.fixture
+def invoke(tmp_path, monkeypatch):
+    """Run `wattgpu data ...` (through the real group once the lead registers the commands)."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for name in ("gpus.csv", "llms.csv"):
+        shutil.copy(SHIPPED_DATA_DIR / name, data_dir / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WATTGPU_DATA_DIR", str(data_dir))
+    data = cli.commands["data"]
+    if "import" in data.commands and "fetch" in data.commands:
+        group, prefix = cli, ["data"]
+    else:
+
+        @click.group(cls=WattgpuGroup)
+        @click.pass_context
+        def group(ctx: click.Context) -> None:
+            ctx.obj = {"settings": Settings(data_dir)}
+
+        group.add_command(import_command)
+        group.add_command(fetch_command)
+        prefix = []
+
+    def run(*args: str):
+        result = CliRunner().invoke(group, [*prefix, *args], catch_exceptions=False)
+        assert "Traceback" not in result.output
+        return result
+
+    return run

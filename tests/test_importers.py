@@ -8,15 +8,13 @@ import shutil
 import socket
 from pathlib import Path
 
-import click
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from wattgpu.cli import WattgpuGroup, cli
-from wattgpu.cli_data import fetch_command, import_command
-from wattgpu.config import SHIPPED_DATA_DIR, Settings
+from wattgpu.cli import cli
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data import fetch as fetch_module
 from wattgpu.data.importers import (
     MLENERGY_2023_MODEL_IDS,
@@ -351,39 +349,14 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def invoke(tmp_path, monkeypatch):
-    """Run `wattgpu data ...` (through the real group once the lead registers the commands)."""
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    for name in ("gpus.csv", "llms.csv"):
-        shutil.copy(SHIPPED_DATA_DIR / name, data_dir / name)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("WATTGPU_DATA_DIR", str(data_dir))
-    data = cli.commands["data"]
-    if "import" in data.commands and "fetch" in data.commands:
-        group, prefix = cli, ["data"]
-    else:
-
-        @click.group(cls=WattgpuGroup)
-        @click.pass_context
-        def group(ctx: click.Context) -> None:
-            ctx.obj = {"settings": Settings(data_dir)}
-
-        group.add_command(import_command)
-        group.add_command(fetch_command)
-        prefix = []
-
-    def run(*args: str):
-        result = CliRunner().invoke(group, [*prefix, *args], catch_exceptions=False)
-        assert "Traceback" not in result.output
-        return result
-
-    return run
-
-
 def test_every_new_command_has_help(invoke):
-    for args in (["import"], ["import", "watt-counts"], ["import", "mlenergy"], ["fetch"]):
+    for args in (
+        ["import"],
+        ["import", "watt-counts"],
+        ["import", "mlenergy"],
+        ["import", "argonne"],
+        ["fetch"],
+    ):
         result = invoke(*args, "--help")
         assert result.exit_code == 0, result.output
         assert "Usage:" in result.output
@@ -461,13 +434,14 @@ def test_cli_fetch_offline(invoke, tmp_path, monkeypatch):
 
 
 def test_fetch_unknown_dataset():
-    with pytest.raises(DataError, match="unknown data set 'argonne'; expected one of watt-counts"):
-        fetch_module.fetch("argonne")
+    with pytest.raises(DataError, match="unknown data set 'nonesuch'; expected one of watt-counts"):
+        fetch_module.fetch("nonesuch")
 
 
 # --- the shipped tables --------------------------------------------------------------------------
 
-SHIPPED_TABLES = {"mlenergy": "mlenergy"}  # shipped file stem -> `wattgpu data import` data set
+# shipped file stem -> the reference folder of its raw files (the stem is the import command)
+SHIPPED_TABLES = {"mlenergy": "mlenergy", "argonne": "argonne_llm_inference_bench"}
 
 
 @pytest.mark.parametrize("stem", sorted(SHIPPED_TABLES))
@@ -477,10 +451,8 @@ def test_shipped_measurements_are_the_importers_output_byte_for_byte(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("WATTGPU_DATA_DIR", raising=False)
     output = tmp_path / f"{stem}.csv"
-    raw = reference / stem / "raw"
-    result = CliRunner().invoke(
-        cli, ["data", "import", SHIPPED_TABLES[stem], str(raw), "--output", str(output)]
-    )
+    raw = reference / SHIPPED_TABLES[stem] / "raw"
+    result = CliRunner().invoke(cli, ["data", "import", stem, str(raw), "--output", str(output)])
     assert result.exit_code == 0, result.output
     shipped = SHIPPED_DATA_DIR / "measurements"
     assert output.read_bytes() == (shipped / f"{stem}.csv").read_bytes()

@@ -111,6 +111,25 @@ def import_mlenergy_command(
         _write(ctx, "mlenergy", directory, output, result)
 
 
+@import_command.command(name="argonne")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@_import_options
+@click.pass_context
+def import_argonne_command(
+    ctx: click.Context, directory: Path, output: Path | None, single_gpu: bool
+) -> None:
+    """Import Argonne LLM-Inference-Bench results found anywhere under DIRECTORY.
+
+    Reads Plots/All_results.csv (latency sweep) and Plots/Fig_16_a_b/power_results.csv (power
+    sweep); keeps the NVIDIA rows.
+    """
+    from wattgpu.data.importers import import_argonne
+
+    with _one_line():
+        result = import_argonne(directory, _catalog(ctx), single_gpu=single_gpu)
+        _write(ctx, "argonne", directory, output, result)
+
+
 @click.command(name="fetch")
 @click.argument("dataset", type=click.Choice(list(DATASETS)))
 @click.option(

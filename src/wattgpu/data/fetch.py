@@ -12,8 +12,11 @@ What each data set fetches, from pinned commits so that the bytes match the shar
   leaderboard-v2 at c3af7f3: clone that repository to get them) and the V1 server-rate JSONs,
   which no git snapshot holds any more.
 
+* ``argonne``: ``Plots/All_results.csv`` and ``Plots/Fig_16_a_b/power_results.csv`` of
+  github.com/argonne-lcf/LLM-Inference-Bench (commit 4211f5d, licence BSD-3-Clause). 2 files.
+
 Files land as ``<dest>/<owner>+<repo>@<short commit>/<path in the repository>``, the layout of
-the shared reference copy, which ``wattgpu data import mlenergy <dest>`` reads.
+the shared reference copy, which ``wattgpu data import mlenergy|argonne <dest>`` reads.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ DEFAULT_TIMEOUT_S = 10.0
 _LEADERBOARD_V2 = ("ml-energy", "leaderboard-v2", "c3af7f31e231a2a7021c5f8e2a54dd712d02e6e2")
 _BATCH_BRANCH = ("ml-energy", "leaderboard-v2", "d51f433032f61c79e862d3c4aee164c0f238c75e")
 _LEADERBOARD_V3 = ("ml-energy", "leaderboard", "0cd52dab897c5d91a45f4d413038f3b8b4251b0f")
+_ARGONNE = ("argonne-lcf", "LLM-Inference-Bench", "4211f5d4e9bc0145ed541b6d372d5d8223b44235")
 _TASKS_2023 = ("chat", "chat-concise", "instruct", "instruct-concise")
 _V3_MODEL_FILES = (
     "Qwen__Qwen3-235B-A22B-Instruct-2507-FP8__lm-arena-chat",
@@ -89,6 +93,10 @@ def _mlenergy_files() -> list[tuple[str, str]]:
 DATASETS: dict[str, list[tuple[str, str]]] = {
     "watt-counts": [(WATT_COUNTS_URL, "watt_counts_subset.csv")],
     "mlenergy": _mlenergy_files(),
+    "argonne": [
+        _pinned(_ARGONNE, "Plots/All_results.csv"),
+        _pinned(_ARGONNE, "Plots/Fig_16_a_b/power_results.csv"),
+    ],
 }
 """Data set name -> (URL, path under the destination folder) of every file it fetches."""
 
@@ -123,7 +131,7 @@ def fetch(
     """Download the public files of ``dataset`` into ``dest`` (existing files are replaced).
 
     Args:
-        dataset: ``watt-counts`` or ``mlenergy``.
+        dataset: ``watt-counts``, ``mlenergy`` or ``argonne``.
         dest: target folder; default ``data/external/<dataset>``.
         timeout: seconds to wait for the server before calling the machine offline.
 

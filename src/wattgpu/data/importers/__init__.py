@@ -1,10 +1,11 @@
-"""Importers for public measurement data sets: Watt Counts and the ML.ENERGY leaderboard.
+"""Importers of public measurement data: Watt Counts, ML.ENERGY, Argonne LLM-Inference-Bench.
 
 Each importer turns the raw files of one data set into rows of the measurement schema
 (:mod:`wattgpu.data.measurements`) and returns them with every row it dropped and why. Nothing
 is written here; the CLI writes the CSV. The reasons, in the order they are checked:
 
-1. the raw row cannot be used (e.g. no generated tokens, unreadable request lists);
+1. the raw row cannot be used (e.g. no generated tokens, unreadable request lists, not an
+   NVIDIA GPU);
 2. ``GPU name does not resolve: NAME`` through the catalogue;
 3. ``MoE`` (the source or the catalogue says active < total parameters);
 4. ``LLM does not resolve: NAME``;
@@ -17,6 +18,16 @@ source writes them in ``gpu_source_name``/``model_source_name`` (not ``*_as_writ
 :func:`~wattgpu.data.measurements.resolve_names` overwrites when the file is read back).
 """
 
+from wattgpu.data.importers.argonne import (
+    ARGONNE_ENGINES,
+    ARGONNE_FILES,
+    ARGONNE_ID_COLUMNS,
+    ARGONNE_ITL_KIND,
+    ARGONNE_MIN_STEP_S,
+    ARGONNE_SOURCE,
+    import_argonne,
+    read_argonne,
+)
 from wattgpu.data.importers.common import (
     SCHEMA_COLUMNS,
     SIXTEEN_BIT,
@@ -48,6 +59,12 @@ from wattgpu.data.importers.watt_counts import (
 )
 
 __all__ = [
+    "ARGONNE_ENGINES",
+    "ARGONNE_FILES",
+    "ARGONNE_ID_COLUMNS",
+    "ARGONNE_ITL_KIND",
+    "ARGONNE_MIN_STEP_S",
+    "ARGONNE_SOURCE",
     "ITL_KIND_2023",
     "ITL_KIND_V2",
     "ITL_KIND_V3",
@@ -64,10 +81,12 @@ __all__ = [
     "WATT_COUNTS_MOE",
     "WATT_COUNTS_SOURCE",
     "ImportResult",
+    "import_argonne",
     "import_mlenergy",
     "import_watt_counts",
     "parse_list",
     "per_request_itl",
+    "read_argonne",
     "read_mlenergy",
     "read_watt_counts",
     "summarise",
