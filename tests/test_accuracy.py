@@ -1,21 +1,20 @@
 """The accuracy gate on real measurements: a reduced run of bench/accuracy.py, in process.
 
 CI fails when the project's leave-one-GPU-out power MdAPE is not below the load-scaled TDP
-baseline's on the same rows. The reference measurements (../shared/reference) missing is a
-failure where CI=true and a skip elsewhere.
+baseline's on the same rows. It runs on the real measurements that ship with the package, so it
+needs nothing beside the repository.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
-import os
 import sys
 
 import pytest
-from conftest import REFERENCE, REPO
+from conftest import REPO
 
 from wattgpu.config import SHIPPED_DATA_DIR
-from wattgpu.data.catalog import Catalog
 
 pytestmark = pytest.mark.slow
 
@@ -32,26 +31,22 @@ def _bench():
 
 
 @pytest.fixture(scope="module")
-def reference_rows():
-    if not sorted(REFERENCE.glob("*/measurements.csv")):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI: the reference measurements are missing at {REFERENCE}")
-        pytest.skip(f"reference measurements not found at {REFERENCE}")
-    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
-    return _bench().load_reference(REFERENCE, catalog)
+def measured_rows():
+    args = argparse.Namespace(data=SHIPPED_DATA_DIR, measurements=None)
+    return _bench().load_measured(args)[1]
 
 
-def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(reference_rows):
+def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(measured_rows):
     bench = _bench()
     # One trial per nested study: CatBoost's defaults, still chosen without the held-out GPU.
     table, chosen = bench.run(
-        reference_rows,
+        measured_rows,
         targets=("power",),
         splits=("LOGO",),
         methods=("catboost", "load-scaled-tdp"),
         trials=1,
     )
-    assert len(chosen) == reference_rows["gpu"].nunique()
+    assert len(chosen) == measured_rows["gpu"].nunique()
     mdape = table.set_index(["method", "scenario"])["mdape"]
     rows = table.set_index(["method", "scenario"])["n_rows"]
     for scenario in ("offline", "server"):
@@ -59,12 +54,17 @@ def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(reference_rows):
     # every GPU's rows predicted by a model that never saw that GPU, in each scenario
     for scenario in ("offline", "server"):
         assert mdape["catboost", scenario] < mdape["load-scaled-tdp", scenario], table.to_string()
+    # the model's rows carry their interval figures, the baseline's none
+    model = table[table["method"] == "catboost"]
+    assert model["interval_coverage"].between(0.0, 1.0).all()
+    assert (model["interval_width"] > 0).all()
+    assert table.loc[table["method"] != "catboost", "interval_coverage"].isna().all()
 
 
-def test_json_records_have_the_documented_fields(reference_rows):
+def test_json_records_have_the_documented_fields(measured_rows):
     bench = _bench()
     table, _ = bench.run(
-        reference_rows,
+        measured_rows,
         targets=("itl",),
         splits=("LOGO",),
         methods=("roofline",),
@@ -80,6 +80,8 @@ def test_json_records_have_the_documented_fields(reference_rows):
         "gpu_tau",
         "llm_tau",
         "n_rows",
+        "interval_coverage",
+        "interval_width",
     }
     assert {r["method"] for r in records} == {"roofline"}
     assert all(isinstance(r["n_rows"], int) for r in records)

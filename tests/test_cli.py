@@ -130,9 +130,13 @@ def test_gpu_that_resolves_nowhere(run, tmp_path):
 
 
 def test_valid_data_passes_validation(run, tmp_path):
-    result = run("validate", "--data", str(write_measurements(tmp_path / "m.csv")))
+    path = str(write_measurements(tmp_path / "m.csv"))
+    result = run("validate", "--data", path)
     assert result.exit_code == 0, result.output
-    assert "FAIL " not in result.output
+    assert "FAIL " not in result.output and "PASS " not in result.output  # the summary only
+    assert "expectations: " in result.output and "all passed" in result.output
+    verbose = run("validate", "--data", path, "--verbose")
+    assert verbose.exit_code == 0 and "PASS  measurements" in verbose.output
 
 
 def test_storage_that_cannot_be_opened(run, tmp_path):

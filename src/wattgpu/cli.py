@@ -81,15 +81,17 @@ def cli(ctx: click.Context, data_dir: Path | None) -> None:
     show_default=True,
     help="Where Great Expectations writes its Data Docs HTML.",
 )
+@click.option("--verbose", is_flag=True, help="Print every expectation, not only the failures.")
 @click.pass_context
-def validate(ctx: click.Context, data: tuple[Path, ...], docs_dir: Path) -> None:
+def validate(ctx: click.Context, data: tuple[Path, ...], docs_dir: Path, verbose: bool) -> None:
     """Validate the GPU and LLM catalogues and the measurements with Great Expectations."""
+    from wattgpu.data.validation import format_reports
     from wattgpu.lifecycle import pipeline
 
     settings = _settings(ctx)
     loaded = pipeline.load_data(settings, list(data) or None)
-    ok, report, _ = pipeline.validate(settings, loaded, docs_dir)
-    click.echo(report)
+    ok, _, reports = pipeline.validate(settings, loaded, docs_dir)
+    click.echo(format_reports(reports, verbose=verbose))
     click.echo(f"Data Docs: {docs_dir}")
     if not ok:
         raise click.ClickException("validation failed (see the FAIL lines above)")

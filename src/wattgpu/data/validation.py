@@ -338,27 +338,16 @@ def _describe(value: Any) -> str:
     return str(value)
 
 
-def format_reports(reports: Iterable[TableReport]) -> str:
-    """Return one line per expectation (PASS/FAIL, table, expectation, column, count, examples).
+def format_reports(reports: Iterable[TableReport], verbose: bool = False) -> str:
+    """Return the failures (every expectation when ``verbose``), one line each, then the total.
 
-    The last line is the total: tables, rows, expectations passed and failed.
+    Each line: PASS/FAIL, table, expectation, column, unexpected count, examples. The last line
+    is the total: tables, rows, expectations passed and failed.
     """
     reports = list(reports)
-    lines = []
-    for report in reports:
-        for r in report.results:
-            count = "-" if r.unexpected_count is None else r.unexpected_count
-            line = (
-                f"{'PASS' if r.success else 'FAIL'}  {r.table:<12} {r.expectation:<44} "
-                f"{r.column or '-':<28} unexpected={count}"
-            )
-            if r.examples:
-                line += "  examples: " + "; ".join(_describe(v) for v in r.examples)
-            if r.error:
-                line += f"  error: {r.error}"
-            lines.append(line)
     results = [r for report in reports for r in report.results]
     failed = [r for r in results if not r.success]
+    lines = [_result_line(r) for r in (results if verbose else failed)]
     failing_tables = [report.table for report in reports if not report.success]
     verdict = f"FAILED ({', '.join(failing_tables)})" if failing_tables else "all passed"
     lines.append(
@@ -366,6 +355,19 @@ def format_reports(reports: Iterable[TableReport]) -> str:
         f"expectations: {len(results) - len(failed)} passed, {len(failed)} failed; {verdict}"
     )
     return "\n".join(lines)
+
+
+def _result_line(r: ExpectationResult) -> str:
+    count = "-" if r.unexpected_count is None else r.unexpected_count
+    line = (
+        f"{'PASS' if r.success else 'FAIL'}  {r.table:<12} {r.expectation:<44} "
+        f"{r.column or '-':<28} unexpected={count}"
+    )
+    if r.examples:
+        line += "  examples: " + "; ".join(_describe(v) for v in r.examples)
+    if r.error:
+        line += f"  error: {r.error}"
+    return line
 
 
 def raise_on_failure(reports: Iterable[TableReport]) -> None:

@@ -69,11 +69,12 @@ def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData
 def validate(
     settings: Settings, data: TrainingData, docs_dir: Path | None
 ) -> tuple[bool, str, list[Any]]:
-    """Run the three Great Expectations suites; return (success, printable report, reports)."""
+    """Run the three Great Expectations suites; return (success, full report, reports)."""
     reports = validation.validate_all(
         settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir
     )
-    return all(r.success for r in reports), validation.format_reports(reports), reports
+    report = validation.format_reports(reports, verbose=True)
+    return all(r.success for r in reports), report, reports
 
 
 def training_rows(target: str, data: TrainingData) -> pd.DataFrame:
