@@ -53,11 +53,15 @@ from tqdm import tqdm
 
 from wattgpu.lifecycle.tuning import nested_out_of_fold, studies_needed
 from wattgpu.modeling.evaluation import TABLE_COLUMNS, baseline_predictions, score, to_markdown
-from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.prior import refit_prior
 from wattgpu.modeling.splits import SPLITS, fold_labels, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
-from wattgpu.modeling.uncertainty import COVERAGE, held_out_intervals, interval_figures
+from wattgpu.modeling.uncertainty import (
+    COVERAGE,
+    difficulty_without,
+    held_out_intervals,
+    interval_figures,
+)
 
 METHODS = ("catboost", "load-scaled-tdp", "roofline", "xgboost-paper")
 # The evaluation table plus the project's prediction intervals (blank for the other methods).
@@ -228,7 +232,9 @@ def with_intervals(
     fitted on leave-one-GPU-out residuals.
     """
     groups = fold_labels(data, split, seed=seed)
-    lower, upper = held_out_intervals(target, data, oof, MEMBERS[target][0], groups, seed=seed)
+    lower, upper = held_out_intervals(
+        target, data, oof, difficulty_without(target), groups, seed=seed
+    )
     for record in records:
         rows = (oof["scenario"] == record["scenario"]).to_numpy()
         record.update(

@@ -1,6 +1,6 @@
 """Row counts of the shipped measurement tables per GPU x engine x scenario (for data/README.md).
 
-    python bench/data_counts.py [--data DIR] [--measurements PATH ...]
+python bench/data_counts.py [--data DIR] [--measurements PATH ...]
 """
 
 from __future__ import annotations

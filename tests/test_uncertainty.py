@@ -3,17 +3,17 @@ import pandas as pd
 import pytest
 
 from wattgpu.modeling.features import build_features
-from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.uncertainty import (
     IntervalModel,
     conformal_quantiles,
+    difficulty_without,
     fit_difficulty,
     held_out_intervals,
     interval,
     interval_figures,
 )
 
-WITHOUT = MEMBERS["power"][0]
+WITHOUT = difficulty_without("power")
 
 
 def test_conformal_quantiles_by_hand():

@@ -25,11 +25,11 @@ from wattgpu.modeling import models
 from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
-from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.splits import SPLITS
 from wattgpu.modeling.targets import check_target, rows_with_target
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
+    difficulty_without,
     fit_interval,
     held_out_intervals,
     interval_figures,
@@ -247,8 +247,7 @@ def tune(
             "domain": training_domain(rows),
             "wattgpu_version": __version__,
         }
-        # the interval's difficulty model sees what the first member sees
-        without = MEMBERS[target][0]
+        without = difficulty_without(target)
         gpus = rows["gpu"].to_numpy()
         bounds = fit_interval(target, rows, oof["LOGO"], without, gpus, seed=seed)
         held_out = interval_figures(

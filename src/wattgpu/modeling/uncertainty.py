@@ -21,6 +21,7 @@ from catboost import CatBoostRegressor, Pool
 from sklearn.model_selection import GroupKFold
 
 from wattgpu.modeling.features import CATEGORICAL_FEATURES, feature_matrix
+from wattgpu.modeling.models import MEMBERS
 
 COVERAGE = 0.9
 # The difficulty model is deliberately small: a few hundred residuals, and it only has to rank
@@ -28,6 +29,15 @@ COVERAGE = 0.9
 DIFFICULTY_PARAMS = {"iterations": 200, "depth": 4, "learning_rate": 0.05, "l2_leaf_reg": 10.0}
 # |log residual| floor: keeps log(|r|) finite and the smallest intervals away from zero width.
 MIN_RESIDUAL = 0.01
+
+
+def difficulty_without(target: str) -> tuple[str, ...]:
+    """The columns the difficulty model leaves out: those of the member without the raw GPU specs.
+
+    Specs that name the product would let it learn which GPUs were hard instead of which regimes
+    are, and a query's GPU is usually one it has not seen.
+    """
+    return MEMBERS[target][-1]
 
 
 @dataclass
