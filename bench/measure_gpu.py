@@ -23,8 +23,14 @@ import threading
 import time
 from pathlib import Path
 
-import torch
-import transformers
+try:
+    import torch
+    import transformers
+except ImportError:  # not part of the project's set-up: a GPU machine brings its own
+    raise SystemExit(
+        "bench/measure_gpu.py needs PyTorch and transformers on the machine whose GPU it measures "
+        "(pip install torch transformers); they are not among the project's dependencies"
+    ) from None
 
 try:
     import pynvml
