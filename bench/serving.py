@@ -43,8 +43,8 @@ def build_model(root: Path) -> tuple[str, str]:
     """Train, register and promote a small power model; return (tracking URI, model URI)."""
     from wattgpu.config import SHIPPED_DATA_DIR, Settings
     from wattgpu.data.catalog import Catalog
-    from wattgpu.data.simulate import simulate
     from wattgpu.lifecycle import pipeline, registry, tracking
+    from wattgpu.modeling.simulate import simulate
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     rows = simulate(catalog, seed=3)

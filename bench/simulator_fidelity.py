@@ -1,4 +1,4 @@
-"""How close the analytical model (wattgpu.data.simulate) comes to real measurements.
+"""How close the analytical model (wattgpu.modeling.simulate) comes to real measurements.
 
 Reads the shipped real measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
 MdAPE of the model's power and per-request ITL against them, per data set and engine and overall,
@@ -32,16 +32,17 @@ from dataclasses import asdict, fields
 import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 
-from wattgpu.data.simulate import DEFAULT_CONSTANTS, PhysicalConstants, calibrate, fidelity
 from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
 from wattgpu.modeling.features import with_prior
 from wattgpu.modeling.metrics import mdape
+from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
 from wattgpu.modeling.prior import (
     EXCLUDED_FAMILIES,
     SIXTEEN_BIT,
     calibration_mask,
     fit_engine_floors,
 )
+from wattgpu.modeling.simulate import calibrate, fidelity
 
 
 def load_rows(
@@ -105,7 +106,7 @@ def main() -> None:
     add_data_arguments(parser)
     args = parser.parse_args()
 
-    print("# Simulator fidelity (wattgpu.data.simulate vs real measurements)\n")
+    print("# Simulator fidelity (wattgpu.modeling.simulate vs real measurements)\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")

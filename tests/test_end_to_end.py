@@ -14,9 +14,9 @@ from conftest import REPO
 from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
-from wattgpu.data.simulate import simulate
 from wattgpu.errors import ValidationFailed
 from wattgpu.lifecycle import pipeline
+from wattgpu.modeling.simulate import simulate
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def rows():
 
     from wattgpu.data.catalog import Catalog
-    from wattgpu.data.simulate import simulate
+    from wattgpu.modeling.simulate import simulate
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     generated = simulate(catalog, seed=0)

@@ -21,7 +21,7 @@ import sqlalchemy
 from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR
-from wattgpu.data.simulate import simulate
+from wattgpu.modeling.simulate import simulate
 
 pytestmark = pytest.mark.slow
 

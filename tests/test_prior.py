@@ -17,8 +17,9 @@ from wattgpu.modeling.prior import (
 
 @pytest.fixture(scope="module")
 def generated(catalog):
-    from wattgpu.data.simulate import DEFAULT_CONSTANTS, simulate
     from wattgpu.modeling.features import build_features
+    from wattgpu.modeling.physics import DEFAULT_CONSTANTS
+    from wattgpu.modeling.simulate import simulate
 
     rows = build_features(simulate(catalog, seed=0), catalog)
     # the generator's truth differs from where a refit starts

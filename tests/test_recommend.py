@@ -193,7 +193,7 @@ def test_gpus_resolve_through_aliases(small_catalog):
         ({}, "a server needs a load"),
         ({"rate": 1, "itl_slo_ms": -3}, "itl_slo_ms must be a finite number > 0; got -3"),
         ({"rate": 1, "output_tokens": 0.5}, "output_tokens must be a whole number >= 1"),
-        ({"rate": 1, "scenario": "batch"}, "scenario must be one of server, offline"),
+        ({"rate": 1, "scenario": "batch"}, "scenario must be one of offline, server"),
         ({"rate": 1, "prices": {"L4": -1}}, "usd_per_hour must be a finite number >= 0"),
         ({"rate": 1, "prices": {"L5": 1}}, "prices: gpu 'L5' is not in the catalogue; closest"),
     ],
@@ -367,8 +367,8 @@ GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SX
 def store(tmp_path_factory, catalog):
     """Both targets tuned briefly on generated rows of five GPUs, registered, v1 in production."""
     from wattgpu.config import Settings
-    from wattgpu.data.simulate import simulate
     from wattgpu.lifecycle import pipeline, registry, tracking
+    from wattgpu.modeling.simulate import simulate
 
     root = tmp_path_factory.mktemp("recommend-store")
     rows = simulate(catalog, seed=3)

@@ -21,9 +21,9 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
-from wattgpu.data.simulate import simulate
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle import pipeline, registry, tracking
+from wattgpu.modeling.simulate import simulate
 
 pytestmark = pytest.mark.slow
 

@@ -7,18 +7,10 @@ import pytest
 from conftest import gpu_row, llm_row
 
 from wattgpu.data.measurements import read_measurements, resolve_names
-from wattgpu.data.simulate import (
-    DEFAULT_CONSTANTS,
-    MEASUREMENT_COLUMNS,
-    PhysicalConstants,
-    calibrate,
-    fidelity,
-    predict,
-    simulate,
-    write_simulated,
-)
 from wattgpu.errors import ConfigError, DataError
 from wattgpu.modeling.features import build_features
+from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants, predict
+from wattgpu.modeling.simulate import MEASUREMENT_COLUMNS, calibrate, fidelity, simulate
 
 # Round numbers for the hand computations: memory 50 %, compute 50 %, 1 ms per step,
 # 0.1 ms per sequence, idle 10 % of TDP, memory weight 0.5, compute weight 1, server factor 0.5.
@@ -263,9 +255,16 @@ def test_noise_is_small_and_centred(catalog, generated):
     assert abs(np.median(power_ratio)) < 0.01 and power_ratio.std() < 0.035
 
 
-def test_write_simulated_reads_back_as_measurements(tmp_path, catalog):
+def test_cli_simulate_writes_rows_that_read_back_as_measurements(tmp_path, monkeypatch, catalog):
+    from click.testing import CliRunner
+
+    from wattgpu.cli import cli
+
+    monkeypatch.delenv("WATTGPU_DATA_DIR", raising=False)
     path = tmp_path / "generated" / "simulated.csv"
-    count = write_simulated(path, catalog, seed=0)
+    result = CliRunner().invoke(cli, ["data", "simulate", "--output", str(path), "--seed", "0"])
+    assert result.exit_code == 0, result.output
+    count = int(result.output.split()[1])  # "wrote N generated rows to PATH"
     back = read_measurements([path])
     assert len(back) == count
     resolved, unresolved = resolve_names(back, catalog)

@@ -370,7 +370,7 @@ def test_committed_suites_match_the_generator():
         committed["meta"].pop("great_expectations_version", None)
         generated["meta"].pop("great_expectations_version", None)
         assert committed == generated, (
-            f"expectations/{table}.json drifted: run python -m wattgpu.data.suites"
+            f"expectations/{table}.json drifted: run python -m wattgpu.data.validation"
         )
 
 

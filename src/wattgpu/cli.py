@@ -515,13 +515,13 @@ def data() -> None:
 def simulate(ctx: click.Context, output: Path, seed: int) -> None:
     """Generate a measurement set from the analytical model (marked as generated in `source`)."""
     from wattgpu.data.catalog import Catalog
-    from wattgpu.data.simulate import write_simulated
+    from wattgpu.modeling.simulate import simulate as draw
 
     settings = _settings(ctx)
-    catalog = Catalog.load(settings.gpus_csv, settings.llms_csv)
+    rows = draw(Catalog.load(settings.gpus_csv, settings.llms_csv), seed=seed)
     output.parent.mkdir(parents=True, exist_ok=True)
-    rows = write_simulated(output, catalog, seed=seed)
-    click.echo(f"wrote {rows} generated rows to {output}")
+    rows.to_csv(output, index=False)
+    click.echo(f"wrote {len(rows)} generated rows to {output}")
 
 
 def _register_commands() -> None:

@@ -12,7 +12,6 @@ EXTERNAL_DATA_DIR = Path("data") / "external"
 """Where ``wattgpu data fetch`` / ``import`` write by default, relative to the working directory."""
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_OPTUNA_STORAGE = "sqlite:///optuna.db"
-TARGETS = ("power", "itl")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The expectation suites of the three tables, built in code, and the derived check columns.
 
 This module is the source of truth for ``wattgpu/data/expectations/*.json``:
-``python -m wattgpu.data.suites`` rewrites those files from :func:`build_suites`, and a test
+``python -m wattgpu.data.validation`` rewrites those files from :func:`build_suites`, and a test
 fails when they drift apart.
 
 Some rules span columns or tables (boost clock at least the base clock, heads dividing the hidden
@@ -16,7 +16,6 @@ dictionaries into suites.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -316,27 +315,3 @@ def derive_measurement_checks(frame: pd.DataFrame, catalog: Catalog) -> pd.DataF
         _numeric(out, "mean_power_w").notna() | _numeric(out, "itl_s").notna()
     ).astype(bool)
     return out
-
-
-def write_suites(directory: Path = EXPECTATIONS_DIR) -> list[Path]:
-    """Rewrite ``<directory>/<table>.json`` from :func:`build_suites`; return the paths written."""
-    # Imported here: validation imports this module, and is the one Great Expectations importer.
-    from wattgpu.data.validation import suite_to_json
-
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for table, spec in build_suites().items():
-        path = directory / f"{table}.json"
-        path.write_text(json.dumps(suite_to_json(spec), indent=2) + "\n", encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def main() -> None:
-    """Rewrite the committed suites (``python -m wattgpu.data.suites``)."""
-    for path in write_suites():
-        print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()

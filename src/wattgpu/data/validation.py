@@ -1,10 +1,10 @@
 """Validating the catalogues and the measurements with Great Expectations.
 
 The only module that imports Great Expectations. Suites are read from
-``wattgpu/data/expectations/*.json`` (written by :mod:`wattgpu.data.suites`), each table gets
-its derived check columns, and every table is validated in one ephemeral context through a
-checkpoint. When a docs folder is given, the checkpoint's ``UpdateDataDocsAction`` writes Data
-Docs HTML there (``<docs_dir>/index.html``).
+``wattgpu/data/expectations/*.json`` (built by :mod:`wattgpu.data.suites`, written by
+:func:`write_suites`); each table gets its derived check columns, and every table is validated in
+one ephemeral context through a checkpoint. When a docs folder is given, the checkpoint's
+``UpdateDataDocsAction`` writes Data Docs HTML there (``<docs_dir>/index.html``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from wattgpu.data.measurements import read_measurements
 from wattgpu.data.suites import (
     EXPECTATIONS_DIR,
     TABLES,
+    build_suites,
     derive_gpu_checks,
     derive_llm_checks,
     derive_measurement_checks,
@@ -103,7 +104,8 @@ def load_suite(table: str, suites_dir: Path = EXPECTATIONS_DIR) -> gx.Expectatio
         spec = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(
-            f"expectation suite not found: {path} (write it with `python -m wattgpu.data.suites`)"
+            f"expectation suite not found: {path} "
+            "(write it with `python -m wattgpu.data.validation`)"
         ) from None
     except json.JSONDecodeError as exc:
         raise DataError(f"expectation suite {path} is not valid JSON: {exc}") from None
@@ -388,3 +390,24 @@ def raise_on_failure(reports: Iterable[TableReport]) -> None:
         tables.setdefault(r.table, []).append(name)
     detail = "; ".join(f"{table}: {', '.join(names)}" for table, names in tables.items())
     raise ValidationFailed(f"data validation failed, {len(failed)} expectation(s): {detail}")
+
+
+def write_suites(directory: Path = EXPECTATIONS_DIR) -> list[Path]:
+    """Rewrite ``<directory>/<table>.json`` from :func:`build_suites`; return the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table, spec in build_suites().items():
+        path = directory / f"{table}.json"
+        path.write_text(json.dumps(suite_to_json(spec), indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    """Rewrite the committed suites (``python -m wattgpu.data.validation``)."""
+    for path in write_suites():
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -13,9 +13,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from wattgpu.data.simulate import calibrate
 from wattgpu.modeling.features import with_prior
 from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.simulate import calibrate
 from wattgpu.modeling.targets import rows_with_target
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs

@@ -34,6 +34,7 @@ import pandas as pd
 
 from wattgpu.config import Settings, load_settings
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
@@ -49,7 +50,6 @@ from wattgpu.recommendation.ranking import (
     HOURS,
     IDLE_RATE_RPS,
     PRICE_COLUMNS,
-    SCENARIOS,
     Predictor,
     pareto_front,
     rank_gpus,
@@ -61,7 +61,6 @@ __all__ = [
     "HOURS",
     "IDLE_RATE_RPS",
     "PRICE_COLUMNS",
-    "SCENARIOS",
     "Predictor",
     "check_prices",
     "check_profile",

@@ -27,7 +27,6 @@ from wattgpu.modeling.features import (
 
 Predictor = Callable[[pd.DataFrame, str], pd.DataFrame]
 
-SCENARIOS = ("server", "offline")
 IDLE_RATE_RPS = 0.01
 HOURS = 24
 # Every column of the answer, in order, with its meaning (the CLI's --help and README use this).

@@ -1,14 +1,14 @@
 """A generator of a measurement set marked as generated, and the fit of the analytical model.
 
 The analytical model of LLM serving itself (``PhysicalConstants``, ``DEFAULT_CONSTANTS``,
-``predict``) lives in ``wattgpu.modeling.physics``, a pure module that the feature code also uses;
-it is re-exported here, where it has always been imported from.
+``predict``) lives in ``wattgpu.modeling.physics``; this module fits its constants to measured
+rows (``calibrate``, ``fidelity``) and draws a measurement set from it (``simulate``). Pure: the
+CLI writes the file.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,29 +21,13 @@ from wattgpu.modeling.metrics import mdape
 from wattgpu.modeling.physics import (
     CONSTANT_BOUNDS,
     DEFAULT_CONSTANTS,
-    ENGINE_MAX_BATCH,
-    FALLBACK_SPECS,
-    MAX_PREFILL_SHARE,
     PhysicalConstants,
     predict,
 )
 
-__all__ = [
-    "CONSTANT_BOUNDS",
-    "DEFAULT_CONSTANTS",
-    "ENGINE_MAX_BATCH",
-    "FALLBACK_SPECS",
-    "MAX_PREFILL_SHARE",
-    "PhysicalConstants",
-    "calibrate",
-    "fidelity",
-    "predict",
-    "simulate",
-    "write_simulated",
-]
-
 # (prediction column, measured column) of each target.
-TARGETS = {"power": ("power_w", "mean_power_w"), "itl": ("itl_s", "itl_s")}
+# per target: (the analytical model's column, the measured column)
+PREDICTED_AND_MEASURED = {"power": ("power_w", "mean_power_w"), "itl": ("itl_s", "itl_s")}
 
 
 def _group_keys(rows: pd.DataFrame) -> pd.Series:
@@ -82,7 +66,7 @@ def fidelity(
         else pd.Series("?", rows.index)
     )
     out = []
-    for target, (p, t) in TARGETS.items():
+    for target, (p, t) in PREDICTED_AND_MEASURED.items():
         true = (
             pd.to_numeric(rows[t], errors="coerce") if t in rows else pd.Series(np.nan, rows.index)
         )
@@ -137,7 +121,7 @@ def calibrate(
     fit_rows = rows[fit_mask.to_numpy()]
     keys = _group_keys(fit_rows)
     weights, targets = {}, {}
-    for target, (_, t) in TARGETS.items():
+    for target, (_, t) in PREDICTED_AND_MEASURED.items():
         true = pd.to_numeric(fit_rows[t], errors="coerce") if t in fit_rows else None
         if true is None:
             continue
@@ -166,7 +150,7 @@ def calibrate(
         pred = predict(fit_rows, constants_of(x))
         parts = []
         for target, (have, true) in targets.items():
-            r = np.log(pred[TARGETS[target][0]].to_numpy()[have] / true)
+            r = np.log(pred[PREDICTED_AND_MEASURED[target][0]].to_numpy()[have] / true)
             robust = np.sign(r) * np.sqrt(
                 2.0 * f_scale**2 * (np.sqrt(1.0 + (r / f_scale) ** 2) - 1.0)
             )
@@ -284,11 +268,3 @@ def simulate(
     rows["source"] = _generated_source(seed)
     rows["measured_at"] = ""
     return rows[list(MEASUREMENT_COLUMNS)]
-
-
-def write_simulated(path: Path, catalog: Catalog, seed: int = 0) -> int:
-    """Write ``simulate(catalog, seed)`` to the CSV ``path`` and return its number of rows."""
-    frame = simulate(catalog, seed)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return len(frame)
