@@ -1,0 +1,91 @@
+"""The package's layers: data -> modeling -> lifecycle -> recommendation -> CLI, one way only.
+
+Every ``import`` of a ``wattgpu`` module (at module level or inside a function) is an edge of
+the import graph; the test fails on an edge that points to a higher layer or on any cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "wattgpu"
+# Lower number, lower layer. ``errors`` and ``config`` are the ground floor everyone may use.
+LAYERS = {
+    "errors": 0,
+    "config": 0,
+    "data": 1,
+    "modeling": 2,
+    "lifecycle": 3,
+    "recommendation": 4,
+    "cli": 5,
+    "cli_data": 5,
+    "cli_options": 5,
+    "cli_recommend": 5,
+    "__main__": 6,
+}
+# The package root only holds the version and a lazy ``wattgpu.recommend`` façade.
+ROOT_FACADE = {("wattgpu", "wattgpu.recommendation")}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in import_graph().items()
+        for b in targets
+        if layer(b) > layer(a) and (a, b) not in ROOT_FACADE
+    ]
+    assert not upward, "upward imports: " + ", ".join(sorted(upward))
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    graph["wattgpu"] -= {b for a, b in ROOT_FACADE if a == "wattgpu"}
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt) :] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+
+
+def test_the_graph_sees_real_edges():
+    # guards the two tests above against an empty or broken graph
+    graph = import_graph()
+    assert "wattgpu.modeling.features" in graph["wattgpu.modeling.models"]
+    assert "wattgpu.data.catalog" in graph["wattgpu.modeling.features"]
