@@ -66,7 +66,13 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
-    """Predicted ITL against power per GPU, with the intervals, the SLO and the Pareto front."""
+    """Predicted ITL against power per GPU, with the intervals, the SLO and the Pareto front.
+
+    Only the GPUs that matter (ranked, or on the Pareto front) are labelled, and labels that
+    would overlap are moved apart; the best GPU's marker is hollow so its interval stays visible.
+    """
+    from matplotlib.ticker import FuncFormatter
+
     from wattgpu.lifecycle import plots  # sets the Agg backend before pyplot is imported
 
     plt = plots.plt
@@ -86,19 +92,13 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
             xerr=[rows["power_w"] - rows["power_lower_w"], rows["power_upper_w"] - rows["power_w"]],
             yerr=[rows["itl_ms"] - rows["itl_lower_ms"], rows["itl_upper_ms"] - rows["itl_ms"]],
             fmt="o",
+            markersize=4,
             color=colour,
             ecolor=colour,
-            elinewidth=0.6,
+            elinewidth=0.8,
             alpha=0.8,
+            zorder=3,
             label=f"{label} (90 % intervals)",
-        )
-    for _, row in shown.iterrows():
-        ax.annotate(
-            row["gpu"].removeprefix("NVIDIA "),
-            (row["power_w"], row["itl_ms"]),
-            fontsize=6,
-            xytext=(3, 3),
-            textcoords="offset points",
         )
     front = shown[shown["pareto"]].sort_values("power_w")
     ax.step(front["power_w"], front["itl_ms"], where="post", color="tab:blue", label="Pareto front")
@@ -110,21 +110,50 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
             best["power_w"],
             best["itl_ms"],
             marker="*",
-            s=250,
-            color="gold",
-            edgecolor="black",
-            zorder=5,
+            s=300,
+            facecolors="none",
+            edgecolors="darkgoldenrod",
+            linewidths=1.5,
+            zorder=4,
             label=f"best: {best['gpu'].iloc[0]}",
         )
     if len(shown) and shown["itl_ms"].max() > 10 * shown["itl_ms"].min():
         ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(
+        plain if ax.get_yscale() == "log" else ax.yaxis.get_minor_formatter()
+    )
     ax.set_xlabel("predicted mean power (W)")
     ax.set_ylabel("predicted inter-token latency (ms)")
     request = table.attrs.get("request", {})
     ax.set_title(f"{request.get('model', '')}: ITL against power per GPU", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
+    _label(fig, ax, shown[ranked | shown["pareto"].to_numpy(bool)])
     return fig
+
+
+def _label(fig: Any, ax: Any, rows: pd.DataFrame) -> None:
+    """Name each point beside it, nudging a label down while it overlaps one placed before."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    placed: list[Any] = []
+    for _, row in rows.sort_values("itl_ms", ascending=False).iterrows():
+        text = ax.annotate(
+            row["gpu"].removeprefix("NVIDIA "),
+            (row["power_w"], row["itl_ms"]),
+            fontsize=6,
+            xytext=(4, 2),
+            textcoords="offset points",
+        )
+        for _ in range(20):  # a bounded search: 20 label heights at most
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            x, y = text.xyann
+            text.xyann = (x, y - 7)
+        placed.append(text.get_window_extent(renderer))
 
 
 def _headline(table: pd.DataFrame) -> str:
