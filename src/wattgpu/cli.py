@@ -328,40 +328,46 @@ def list_models(ctx: click.Context, target: str) -> None:
 @click.option(
     "--workers", type=click.IntRange(min=1), default=1, show_default=True, help="uvicorn workers."
 )
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(min=0.001),
+    default=32.0,
+    show_default=True,
+    help="Refuse request bodies larger than this (HTTP 400).",
+)
 @click.pass_context
-def serve(ctx: click.Context, target: str, alias: str, port: int, host: str, workers: int) -> None:
-    """Serve a registered model with MLflow's REST model server (POST /invocations)."""
-    import shutil
+def serve(
+    ctx: click.Context,
+    target: str,
+    alias: str,
+    port: int,
+    host: str,
+    workers: int,
+    max_body_mb: float,
+) -> None:
+    """Serve a registered model: MLflow's REST scoring app (POST /invocations) behind a guard.
+
+    The guard answers what MLflow's server does not: a missing or unsupported Content-Type
+    (415), an oversized body or deeply nested JSON (400), and turns every error into a short
+    JSON body without stack traces.
+    """
     import sys
 
-    from wattgpu.lifecycle import registry, tracking
+    import mlflow
+
+    from wattgpu.lifecycle import registry, serving, tracking
 
     settings = _settings(ctx)
     tracking.configure(settings.tracking_uri)
     uri = registry.model_uri(target, alias)
-    mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    local = mlflow.artifacts.download_artifacts(artifact_uri=uri)
     os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri
-    # uvicorn is exec'd by name: the environment's bin/ must be on PATH
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ[serving.ENV_MODEL_PATH] = local
+    os.environ[serving.ENV_MAX_BODY_BYTES] = str(int(max_body_mb * 1024 * 1024))
     click.echo(f"serving {uri} on http://{host}:{port}/invocations", err=True)
-    os.execv(
-        mlflow_bin,
-        [
-            mlflow_bin,
-            "models",
-            "serve",
-            "-m",
-            uri,
-            "--env-manager",
-            "local",
-            "-p",
-            str(port),
-            "-h",
-            host,
-            "-w",
-            str(workers),
-        ],
-    )
+    command = [sys.executable, "-m", "uvicorn", "--factory", "wattgpu.lifecycle.serving:create_app"]
+    command += ["--host", host, "--port", str(port), "--workers", str(workers)]
+    os.execv(sys.executable, command)
 
 
 @cli.command()

@@ -13,25 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
 import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
-from wattgpu.modeling.inference import OUTPUT_COLUMNS, predict_queries
+from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, predict_queries
 from wattgpu.modeling.models import Regressor
-from wattgpu.modeling.queries import (
-    GPU_TEXT_SPEC_FIELDS,
-    LLM_TEXT_SPEC_FIELDS,
-    NUMERIC_FIELDS,
-    REQUIRED_FIELDS,
-    TEXT_FIELDS,
-)
+from wattgpu.modeling.queries import ALL_FIELDS
 
 EXAMPLE_QUERY = [
     {
@@ -44,7 +39,7 @@ EXAMPLE_QUERY = [
         "gpu": "NVIDIA L4",
         "model": "Qwen/Qwen2.5-7B-Instruct",
         "scenario": "offline",
-        "batch_size": 32.0,
+        "batch_size": 32,
     },
 ]
 
@@ -67,37 +62,58 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        """Answer query rows; a bad row is an INVALID_PARAMETER_VALUE error (HTTP 400) naming it."""
+        """Answer query rows; a bad row is an INVALID_PARAMETER_VALUE error (HTTP 400) naming it.
+
+        Blank and non-finite numbers of the answer (no prediction for a configuration that
+        cannot run, no batch where the engine chooses) come back as ``None``: JSON ``null``,
+        never the ``NaN`` that strict JSON parsers refuse.
+        """
         try:
             frame = (
                 model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
             )
-            return predict_queries(
+            answer = predict_queries(
                 self.metadata["target"], self.model, self.catalog, self.metadata, frame
             )
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
             # stack trace (a plain exception would carry the server's traceback to the client).
             raise MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE) from None
+        except Exception as exc:  # a bug of ours: a 500 that names it, but no trace or input
+            raise MlflowException(
+                f"internal error while predicting ({type(exc).__name__})", error_code=INTERNAL_ERROR
+            ) from None
+        return json_safe(answer)
+
+
+def json_safe(answer: pd.DataFrame) -> pd.DataFrame:
+    """Return ``answer`` with NaN and infinite numbers replaced by ``None``.
+
+    A column whose numbers are all finite is left as it is (floats).
+    """
+    for column in FLOAT_OUTPUTS:
+        values = answer[column].to_numpy(dtype=float)
+        finite = np.isfinite(values)
+        if not finite.all():
+            answer[column] = np.where(finite, values.astype(object), None)
+    return answer
 
 
 def signature() -> ModelSignature:
-    """Input: the query columns, typed; output: the answer table.
+    """The answer's columns; no input schema, on purpose.
 
-    Every input is marked optional, even gpu/model/scenario: our own check then answers an empty
-    or incomplete payload with its one-line message instead of MLflow's schema dump.
+    With an input schema MLflow coerces the request before the model sees it: a JSON ``true``
+    or ``"0.5"`` becomes a number, 8.9 an 8 in an integer column. Without one the model gets the
+    values as sent and ``wattgpu.modeling.queries`` checks each field's type and range itself
+    (``query_fields`` in the metadata and the input example show what a query holds).
     """
-    inputs = [ColSpec("string", name, required=False) for name in REQUIRED_FIELDS]
-    inputs += [ColSpec("double", name, required=False) for name in NUMERIC_FIELDS]
-    inputs += [
-        ColSpec("string", name, required=False)
-        for name in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS)
-    ]
     outputs = [
-        ColSpec("double" if name in ("prediction", "lower", "upper") else "string", name)
+        ColSpec("double", name, required=False)
+        if name in FLOAT_OUTPUTS
+        else ColSpec("string", name)
         for name in OUTPUT_COLUMNS
     ]
-    return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
+    return ModelSignature(inputs=None, outputs=Schema(outputs))
 
 
 def log_pyfunc(model: Regressor, catalog: Catalog, metadata: dict[str, Any]) -> str:
@@ -110,7 +126,11 @@ def log_pyfunc(model: Regressor, catalog: Catalog, metadata: dict[str, Any]) -> 
             path = root / f"model_{number}.cbm"
             member.save_model(str(path))
             artifacts[f"catboost_{number}"] = str(path)
-        metadata = {**metadata, "members": [list(without) for without, _ in model.members]}
+        metadata = {
+            **metadata,
+            "members": [list(without) for without, _ in model.members],
+            "query_fields": list(ALL_FIELDS),
+        }
         catalog.gpus.to_csv(root / "gpus.csv", index=False)
         catalog.llms.to_csv(root / "llms.csv", index=False)
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2, default=float))
