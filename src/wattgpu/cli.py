@@ -7,6 +7,7 @@ into one line on stderr and exit code 1. Usage mistakes exit 2 (click's conventi
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 
 from wattgpu.cli_options import alias_option, output_format_option
 from wattgpu.config import DEFAULT_OPTUNA_STORAGE, Settings, load_settings
-from wattgpu.errors import WattgpuError
+from wattgpu.errors import QueryError, WattgpuError
 
 TARGET_CHOICE = click.Choice(["power", "itl"])
 
@@ -396,6 +397,9 @@ def serve(
     "--num-gpus", type=float, default=None, help="GPUs the model is sharded over (default 1)."
 )
 @click.option(
+    "--dtype", default=None, help="Weight format, e.g. bfloat16, fp8, int4 (default bfloat16)."
+)
+@click.option(
     "--input",
     "input_csv",
     type=click.Path(path_type=Path),
@@ -429,6 +433,7 @@ def predict(
     engine,
     engine_year,
     num_gpus,
+    dtype,
     input_csv,
     output,
     target,
@@ -459,13 +464,21 @@ def predict(
                     "engine": engine,
                     "engine_year": engine_year,
                     "num_gpus": num_gpus,
+                    "dtype": dtype,
                 }
             ]
         ).dropna(axis=1)
     if url and target == "both":
         raise click.UsageError("--url serves one model: give --target power or --target itl")
     targets = ("power", "itl") if target == "both" else (target,)
-    answers = predict_client.predict(_settings(ctx), queries, targets, alias=alias, url=url)
+    _quiet_mlflow()
+    try:
+        answers = predict_client.predict(_settings(ctx), queries, targets, alias=alias, url=url)
+    except QueryError as exc:
+        # a query made of options: name the options, not the REST columns behind them
+        raise click.ClickException(
+            str(exc) if input_csv is not None else _in_option_names(str(exc))
+        ) from None
     if output is not None:
         answers.to_csv(output, index=False)
         click.echo(f"wrote {len(answers)} predictions to {output}")
@@ -474,7 +487,40 @@ def predict(
     elif fmt == "csv":
         click.echo(answers.to_csv(index=False), nl=False)
     else:
-        click.echo(answers.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        click.echo(answers.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+
+
+# The REST column behind each option of `wattgpu predict`.
+PREDICT_OPTIONS = {
+    "gpu": "--gpu",
+    "model": "--model",
+    "scenario": "--scenario",
+    "request_rate_rps": "--rate",
+    "batch_size": "--batch-size",
+    "input_tokens": "--input-tokens",
+    "output_tokens": "--output-tokens",
+    "engine_year": "--engine-year",
+    "engine": "--engine",
+    "num_gpus": "--num-gpus",
+    "dtype": "--dtype",
+}
+_COLUMN_NAMES = re.compile(r"\b(" + "|".join(PREDICT_OPTIONS) + r")\b")
+
+
+def _in_option_names(message: str) -> str:
+    """A query error about the one query the options made, in the options' names."""
+    message = re.sub(r"^row 0: ", "", message)
+    return _COLUMN_NAMES.sub(lambda match: PREDICT_OPTIONS[match.group(1)], message)
+
+
+def _quiet_mlflow() -> None:
+    """Keep MLflow's progress bars, info and warning lines out of a command's answer."""
+    import logging
+    import warnings
+
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    logging.getLogger("mlflow").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="mlflow")
 
 
 @cli.group(cls=WattgpuGroup)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import unique_codes
 from wattgpu.errors import DataError, UnknownNameError
 
 GPU_NUMERIC_COLUMNS = (
@@ -150,7 +151,7 @@ class Catalog:
         """
         rows: dict[str, int] = getattr(self, f"_{kind}_rows")
         arrays: dict[str, np.ndarray] = getattr(self, f"_{kind}_arrays")
-        codes, uniques = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+        codes, uniques = unique_codes(names)
         found = np.array([rows.get(str(u), -1) for u in uniques], dtype=np.intp)[codes]
         missing = found < 0
         out = {}

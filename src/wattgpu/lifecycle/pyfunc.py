@@ -24,7 +24,7 @@ from mlflow.types import ColSpec, Schema
 import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
-from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, predict_queries
+from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.models import Regressor
 from wattgpu.modeling.queries import ALL_FIELDS
 
@@ -72,7 +72,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             frame = (
                 model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
             )
-            answer = predict_queries(
+            answer = answer_columns(
                 self.metadata["target"], self.model, self.catalog, self.metadata, frame
             )
         except WattgpuError as exc:
@@ -83,20 +83,21 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             raise MlflowException(
                 f"internal error while predicting ({type(exc).__name__})", error_code=INTERNAL_ERROR
             ) from None
-        return json_safe(answer)
+        return pd.DataFrame(json_safe(answer))
 
 
-def json_safe(answer: pd.DataFrame) -> pd.DataFrame:
-    """Return ``answer`` with NaN and infinite numbers replaced by ``None``.
+def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
+    """Return ``answer``'s columns with NaN and infinite numbers replaced by ``None``.
 
     A column whose numbers are all finite is left as it is (floats).
     """
+    out = dict(answer)
     for column in FLOAT_OUTPUTS:
-        values = answer[column].to_numpy(dtype=float)
+        values = np.asarray(out[column], dtype=float)
         finite = np.isfinite(values)
         if not finite.all():
-            answer[column] = np.where(finite, values.astype(object), None)
-    return answer
+            out[column] = np.where(finite, values.astype(object), None)
+    return out
 
 
 def signature() -> ModelSignature:

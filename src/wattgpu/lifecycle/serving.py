@@ -62,9 +62,9 @@ def json_depth(body: bytes) -> int:
     if body.count(b"[") + body.count(b"{") <= 1:
         return body.count(b"[") + body.count(b"{")
     raw = np.frombuffer(body, dtype=np.uint8)
-    step = np.isin(raw, (ord("["), ord("{"))).astype(np.int32)
-    step -= np.isin(raw, (ord("]"), ord("}"))).astype(np.int32)
-    return int(np.cumsum(step).max(initial=0))
+    step = (raw == ord("[")).view(np.int8) + (raw == ord("{")).view(np.int8)
+    step -= (raw == ord("]")).view(np.int8) + (raw == ord("}")).view(np.int8)
+    return int(np.cumsum(step, dtype=np.int32).max(initial=0))
 
 
 _TRACE = re.compile(r"Traceback \(most recent call last\).*", re.DOTALL)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import physics
 from wattgpu.modeling.physics import ENGINE_MAX_BATCH
@@ -146,7 +147,7 @@ def _filled(values: np.ndarray, default: Any) -> np.ndarray:
 
 def _map_unique(values: np.ndarray, func: Callable[[Any], Any], dtype: Any) -> np.ndarray:
     """``func`` applied once per distinct value, then spread back over the rows."""
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    codes, uniques = unique_codes(values)
     mapped = np.empty(len(uniques), dtype=dtype)
     mapped[:] = [func(u) for u in uniques]
     return mapped[codes]

@@ -65,14 +65,22 @@ def predict_queries(
         QueryError: a row is invalid (names the row and the field).
 
     """
+    return pd.DataFrame(answer_columns(target, model, catalog, metadata, queries))
+
+
+def answer_columns(
+    target: str, model: Any, catalog: Catalog, metadata: dict[str, Any], queries: pd.DataFrame
+) -> dict[str, Any]:
+    """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
     rows = feature_columns(check_query_columns(queries, catalog), catalog)
     value = np.asarray(models.predict(target, model, rows), dtype=float)
     lower, upper = apply_interval(value, rows["scenario"], metadata["interval_quantiles"])
     scale = REPORT_SCALE[target]
     unrunnable = cannot_run(rows)
-    answer = {column: rows[column] for column in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
+    answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
+    answer["target"] = np.full(len(value), target, dtype=object)
     for column, values in (("prediction", value), ("lower", lower), ("upper", upper)):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
-    answer["target"], answer["unit"] = target, UNIT[target]
+    answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
     answer["warnings"] = domain_warnings(rows, metadata["domain"])
-    return pd.DataFrame(answer, columns=list(OUTPUT_COLUMNS))
+    return {column: answer[column] for column in OUTPUT_COLUMNS}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
@@ -136,8 +137,8 @@ def show(value: Any) -> str:
 
 
 def _first(mask: np.ndarray) -> int | None:
-    hits = np.flatnonzero(mask)
-    return int(hits[0]) if len(hits) else None
+    """The first row where ``mask`` holds, or None."""
+    return int(mask.argmax()) if mask.any() else None
 
 
 def _numbers(values: np.ndarray, field: str) -> np.ndarray:
@@ -191,7 +192,7 @@ def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
 
     # per distinct value: the same few names repeat over a batch
     try:
-        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        codes, uniques = unique_codes(values)
     except TypeError:  # unhashable values (a JSON list or object in the field): one by one
         codes, uniques = np.arange(len(values)), values
     cleaned = [clean(u) for u in uniques]
@@ -217,6 +218,10 @@ def _frame_checks(frame: pd.DataFrame | None) -> None:
 def _typed_columns(frame: pd.DataFrame) -> Columns:
     """Every known field, typed and range-checked (absent -> NaN or None)."""
     n = len(frame)
+    given = set(frame.columns)
+    # one shared read-only column for every absent field: later steps make new arrays
+    blank = np.full(n, np.nan)
+    blank.flags.writeable = False
     out: Columns = {}
     for field in REQUIRED_FIELDS:
         out[field] = _text(frame[field].to_numpy(), field, required=True)
@@ -228,8 +233,8 @@ def _typed_columns(frame: pd.DataFrame) -> Columns:
             row,
         )
     for field in NUMERIC_FIELDS:
-        if field not in frame.columns:
-            out[field] = np.full(n, np.nan)
+        if field not in given:
+            out[field] = blank
             continue
         values = frame[field].to_numpy()
         out[field] = _numbers(values, field)
@@ -237,7 +242,7 @@ def _typed_columns(frame: pd.DataFrame) -> Columns:
     for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
         out[field] = (
             _text(frame[field].to_numpy(), field, required=False)
-            if field in frame.columns
+            if field in given
             else np.full(n, None, dtype=object)
         )
     _check_dtype(out["dtype"])
@@ -246,7 +251,7 @@ def _typed_columns(frame: pd.DataFrame) -> Columns:
 
 def _check_dtype(dtype: np.ndarray) -> None:
     known = {d.lower() for d in DTYPES}
-    codes, uniques = pd.factorize(dtype, use_na_sentinel=False)
+    codes, uniques = unique_codes(dtype)
     for code, value in enumerate(uniques):
         if not pd.isna(value) and str(value).lower() not in known:
             raise QueryError(
@@ -292,7 +297,7 @@ def _resolve(kind: str, out: Columns, catalog: Catalog, required: tuple[str, ...
     """
     key = "gpu" if kind == "gpu" else "model"
     find = catalog.find_gpu if kind == "gpu" else catalog.find_llm
-    codes, uniques = pd.factorize(out[key], use_na_sentinel=False)
+    codes, uniques = unique_codes(out[key])
     found = [find(u) for u in uniques]
     in_catalog = np.array([f is not None for f in found])[codes]
     names = np.empty(len(uniques), dtype=object)
