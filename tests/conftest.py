@@ -135,10 +135,10 @@ def start_server(command: list[str], env: dict, log_path: Path, url: str):  # no
 
     import httpx
 
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.time() + 180
     while time.time() < deadline:
         try:

@@ -74,7 +74,7 @@ def test_server_answers_records_and_split(server):
     assert "NaN" not in response.text
     rows = pd.DataFrame(response.json()["predictions"])
     assert (rows["unit"] == "W").all()
-    h100, l4, big, server_row = rows.to_dict("records")
+    h100, l4, big, server_row = response.json()["predictions"]
     # 70.6 B x 2 bytes = 141 GB of weights on a 24 GB L4: no number, the reason instead
     assert big["prediction"] is None and big["lower"] is None and big["upper"] is None
     assert big["warnings"].startswith("does not fit: weights need 141 GB, the GPU(s) have 24 GB")
@@ -116,7 +116,10 @@ def test_unseen_gpu_described_by_specs(server):
         ),
         ({"dataframe_records": [{"gpu": "NVIDIA L4", "model": "gpt2"}]}, "scenario"),
         ({"dataframe_records": [{**H100_8B, "batch_size": "lots"}]}, "batch_size"),
-        ({"dataframe_records": [{**H100_8B, "batch_size": -4}]}, "batch_size must be at least 1"),
+        (
+            {"dataframe_records": [{**H100_8B, "batch_size": -4}]},
+            "batch_size must be a whole number from 1 to 65536; got -4",
+        ),
         (
             {"dataframe_records": [{**H100_8B, "scenario": "batch"}]},
             "scenario must be one of offline, server",
