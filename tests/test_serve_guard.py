@@ -502,3 +502,48 @@ def test_clean_message_drops_traces_paths_and_the_echoed_input():
 def test_json_depth_by_hand():
     assert json_depth(b'{"dataframe_records": [{"gpu": "L4"}]}') == 3
     assert json_depth(b"[[[]]]") == 3 and json_depth(b"42") == 0
+
+
+async def _call(app, body: bytes, headers: list) -> tuple[int, dict]:  # noqa: ANN001
+    """Run one POST /invocations through an ASGI app in process; return (status, JSON body)."""
+    sent = []
+    chunks = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict:
+        return chunks.pop(0) if chunks else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/invocations", "headers": headers}
+    await app(scope, receive, send)
+    start, *bodies = sent
+    return start["status"], json.loads(b"".join(m.get("body", b"") for m in bodies))
+
+
+def test_an_error_inside_the_app_is_a_clean_500():
+    import asyncio
+
+    from wattgpu.lifecycle.serving import Guard
+
+    async def broken(scope, receive, send) -> None:  # noqa: ANN001
+        raise ValueError("secret /home/user/app.py detail")
+
+    headers = [(b"content-type", b"application/json")]
+    status, body = asyncio.run(_call(Guard(broken), b"{}", headers))
+    assert status == 500
+    assert body == {"error_code": "INTERNAL_ERROR", "message": "internal error (ValueError)"}
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_reading():
+    import asyncio
+
+    from wattgpu.lifecycle.serving import Guard
+
+    async def never(scope, receive, send) -> None:  # noqa: ANN001
+        raise AssertionError("the app must not see the request")
+
+    headers = [(b"content-type", b"text/csv"), (b"content-length", b"101")]
+    status, body = asyncio.run(_call(Guard(never, max_body_bytes=100), b"", headers))
+    assert (status, body["error_code"]) == (400, "BAD_REQUEST")
+    assert body["message"] == "request body larger than 100 bytes; send fewer rows per request"

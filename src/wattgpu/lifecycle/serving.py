@@ -174,15 +174,16 @@ class Guard:
             elif "status" in held:
                 chunks.append(message.get("body", b""))
             else:
+                held["forwarded"] = True
                 await send(message)
 
         try:
             await self.app(scope, receive, guarded_send)
-        except RecursionError:
-            raise Refused(400, "JSON nested too deeply") from None
-        except Exception as exc:  # an error of the app's: a clean 500, no trace
-            if "status" not in held:
-                raise  # the answer had begun: nothing clean can be sent any more
+        except Exception as exc:  # an error of the app's: a clean answer, no trace
+            if "forwarded" in held:
+                raise  # a good answer had begun: nothing else can be sent any more
+            if isinstance(exc, RecursionError):  # json.loads on nesting the count missed
+                raise Refused(400, "JSON nested too deeply") from None
             raise Refused(500, f"internal error ({type(exc).__name__})") from None
         if "status" in held:
             await _respond(send, held["status"], *_parse_error(held["status"], chunks))
