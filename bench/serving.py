@@ -2,9 +2,9 @@
 
     python bench/serving.py [--target power] [--alias production] [--requests 300]
 
-Without MLFLOW_TRACKING_URI it trains a small power model on generated rows in a temporary MLflow
-store (one Optuna trial), registers and promotes it; with it, it serves ``--target``/``--alias``
-from that store. In one run it measures:
+Without MLFLOW_TRACKING_URI it trains a small ``--target`` model on generated rows in a temporary
+MLflow store (one Optuna trial), registers and promotes it; with it, it serves
+``--target``/``--alias`` from that store. In one run it measures:
 
 - the floor: a trivial pyfunc (returns one number per row) under plain `mlflow models serve`;
 - the model under `wattgpu serve` (the guard in front of MLflow's scoring app), one worker:
@@ -57,8 +57,8 @@ class Trivial(mlflow.pyfunc.PythonModel):
         return pd.DataFrame({"prediction": np.zeros(len(model_input))})
 
 
-def build_model(root: Path) -> str:
-    """Train, register and promote a small power model; return the tracking URI."""
+def build_model(root: Path, target: str) -> str:
+    """Train, register and promote a small ``target`` model; return the tracking URI."""
     from wattgpu.config import Settings
     from wattgpu.data.catalog import Catalog
     from wattgpu.data.simulate import simulate
@@ -71,9 +71,9 @@ def build_model(root: Path) -> str:
     settings = Settings(
         REPO / "data", f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
-    pipeline.tune(settings, "power", data_paths=[data], trials=1, show_progress=False)
+    pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
     tracking.configure(settings.tracking_uri)
-    registry.promote("power", registry.register("power"), "production")
+    registry.promote(target, registry.register(target), "production")
     return settings.tracking_uri
 
 
@@ -231,7 +231,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or build_model(root)
+        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or build_model(root, args.target)
         env = {
             **os.environ,
             "MLFLOW_TRACKING_URI": tracking_uri,
