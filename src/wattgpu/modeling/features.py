@@ -183,11 +183,11 @@ def _attach_specs(columns: Mapping[str, np.ndarray], catalog: Catalog) -> Column
 
 def fill_workload_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill the workload fields a query may omit with the documented defaults."""
-    return pd.DataFrame(_workload_defaults(columns_of(frame), frame), index=frame.index)
+    return pd.DataFrame(_workload_defaults(columns_of(frame)), index=frame.index)
 
 
-def _workload_defaults(columns: Mapping[str, np.ndarray], frame: Any = None) -> Columns:
-    """See ``fill_workload_defaults``; ``frame`` (the rows as given) feeds ``engine_year``."""
+def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
+    """See ``fill_workload_defaults``."""
     out = dict(columns)
     n = _length(columns)
     for column, default in (
