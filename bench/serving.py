@@ -1,32 +1,42 @@
-"""Latency and throughput of the served model: the real `mlflow models serve` over HTTP.
+"""Latency and throughput of the served model over real HTTP, beside a trivial pyfunc's floor.
 
-    python bench/serving.py [--model-uri models:/wattgpu-power@production] [--requests 300]
+    python bench/serving.py [--target power] [--alias production] [--requests 300]
 
-Without --model-uri it trains a small power model on generated rows in a temporary MLflow store
-(one Optuna trial), registers and promotes it, and serves that: the figures measure the server
-and the pyfunc (checks, features, CatBoost, interval, warnings), not the model's accuracy.
-Prints: single-row latency p50/p99 (sequential, and with 8 concurrent clients) and rows/s for
-1,000-row batches (sequential, and with 8 concurrent clients).
+Without MLFLOW_TRACKING_URI it trains a small ``--target`` model on generated rows in a temporary
+MLflow store (one Optuna trial), registers and promotes it; with it, it serves
+``--target``/``--alias`` from that store. In one run it measures:
+
+- the floor: a trivial pyfunc (returns one number per row) under plain `mlflow models serve`;
+- the model under `wattgpu serve` (the guard in front of MLflow's scoring app), one worker:
+  single rows, 1,000-row batches, and one 100,000-row request;
+- the model in process (``pyfunc.predict``, no HTTP): one row and 1,000-row batches;
+- `wattgpu serve --workers 2` with 8 concurrent clients sending single rows.
+
+The figures measure the server and the pyfunc (checks, features, CatBoost, interval, warnings),
+not the model's accuracy.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import http.client
 import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import mlflow
 import numpy as np
+import pandas as pd
 from benchinfo import machine
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,11 +46,19 @@ QUERY = {
     "scenario": "server",
     "request_rate_rps": 0.5,
 }
+GPUS = ["NVIDIA H100 PCIe", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA A10G", "NVIDIA L40S"]
 CLIENTS = 8
 
 
-def build_model(root: Path) -> tuple[str, str]:
-    """Train, register and promote a small power model; return (tracking URI, model URI)."""
+class Trivial(mlflow.pyfunc.PythonModel):
+    """The floor: MLflow's server with a model that does nothing."""
+
+    def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201, D102
+        return pd.DataFrame({"prediction": np.zeros(len(model_input))})
+
+
+def build_model(root: Path, target: str) -> str:
+    """Train, register and promote a small ``target`` model; return the tracking URI."""
     from wattgpu.config import SHIPPED_DATA_DIR, Settings
     from wattgpu.data.catalog import Catalog
     from wattgpu.lifecycle import pipeline, registry, tracking
@@ -53,11 +71,10 @@ def build_model(root: Path) -> tuple[str, str]:
     settings = Settings(
         SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
-    pipeline.tune(settings, "power", data_paths=[data], trials=1, show_progress=False)
+    pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
     tracking.configure(settings.tracking_uri)
-    version = registry.register("power")
-    registry.promote("power", version, "production")
-    return settings.tracking_uri, "models:/wattgpu-power@production"
+    registry.promote(target, registry.register(target), "production")
+    return settings.tracking_uri
 
 
 def free_port() -> int:
@@ -66,34 +83,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(tracking_uri: str, model_uri: str, log: Path) -> tuple[subprocess.Popen, str]:
+def start(command: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
+    """Start a server command (``{port}`` filled in) and wait for /ping."""
     port = free_port()
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": tracking_uri,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "models",
-        "serve",
-        "-m",
-        model_uri,
-        "--env-manager",
-        "local",
-        "-p",
-        str(port),
-        "-h",
-        "127.0.0.1",
-    ]
+    command = [part.replace("{port}", str(port)) for part in command]
     process = subprocess.Popen(
         command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
     )
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
-    while time.perf_counter() - started < 120:
+    while time.perf_counter() - started < 180:
         try:
             if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
                 return process, url
@@ -101,7 +100,12 @@ def start_server(tracking_uri: str, model_uri: str, log: Path) -> tuple[subproce
             time.sleep(0.2)
         if process.poll() is not None:
             break
-    raise SystemExit(f"server did not start:\n{log.read_text()[-2000:]}")
+    raise SystemExit(f"server did not start: {command}\n{log.read_text()[-2000:]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=30)
 
 
 def timed_post(client: httpx.Client, url: str, body: str) -> float:
@@ -115,101 +119,171 @@ def timed_post(client: httpx.Client, url: str, body: str) -> float:
     return elapsed
 
 
-def latencies(url: str, body: str, requests: int, clients: int) -> list[float]:
+def raw_post(connection: http.client.HTTPConnection, body: bytes) -> float:
+    """One POST on a kept-alive connection; the seconds until the whole answer is read."""
+    started = time.perf_counter()
+    connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    answer = response.read()
+    elapsed = time.perf_counter() - started
+    if response.status != 200:
+        raise SystemExit(f"HTTP {response.status}: {answer[:500]!r}")
+    return elapsed
+
+
+def latencies(url: str, body: str, requests: int, clients: int) -> tuple[list[float], float]:
+    """Per-request latencies and the wall time of ``requests`` posts from ``clients`` threads.
+
+    The clients use the standard library's HTTP client: it costs a fraction of httpx's CPU time,
+    which on a 2-core machine would otherwise be taken from the server being measured.
+    """
     per_client = max(1, requests // clients)
+    address = urllib.parse.urlsplit(url)
+    data = body.encode()
 
     def run(_: int) -> list[float]:
-        with httpx.Client(timeout=120) as client:
-            return [timed_post(client, url, body) for _ in range(per_client)]
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=300)
+        try:
+            return [raw_post(connection, data) for _ in range(per_client)]
+        finally:
+            connection.close()
 
+    started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        return [t for chunk in pool.map(run, range(clients)) for t in chunk]
+        values = [t for chunk in pool.map(run, range(clients)) for t in chunk]
+    return values, time.perf_counter() - started
+
+
+def bodies() -> dict[str, tuple[str, int]]:
+    """The request bodies: one row, 1,000 rows and 100,000 rows (varied GPUs and rates)."""
+    rng = np.random.default_rng(0)
+
+    def rows(n: int) -> str:
+        records = [
+            {**QUERY, "gpu": GPUS[i % len(GPUS)], "request_rate_rps": float(rng.uniform(0.1, 4))}
+            for i in range(n)
+        ]
+        return json.dumps({"dataframe_records": records})
+
+    return {"one": (rows(1), 1), "thousand": (rows(1000), 1000), "big": (rows(100_000), 100_000)}
+
+
+def row(label: str, values: list[float], wall: float, rows_per_request: int) -> tuple:
+    p50, p99 = np.percentile(values, [50, 99]) * 1e3
+    rate = rows_per_request * len(values) / wall
+    unit = "rows/s" if rows_per_request > 1 else "req/s"
+    return (label, len(values), p50, p99, f"{rate:,.0f} {unit}")
+
+
+def serve_command(target: str, alias: str, workers: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "wattgpu", "serve", "--target", target, "--alias", alias),
+        *("--port", "{port}", "--workers", str(workers)),
+    ]
+
+
+def measure_served(url: str, body: dict, args: argparse.Namespace) -> list[tuple]:
+    one, thousand, big = body["one"], body["thousand"], body["big"]
+    with httpx.Client(timeout=300) as client:
+        for _ in range(20):
+            timed_post(client, url, one[0])  # warm-up
+        timed_post(client, url, thousand[0])
+        big_s = [timed_post(client, url, big[0]) for _ in range(args.big)]
+    single, wall = latencies(url, one[0], args.requests, 1)
+    batch, batch_wall = latencies(url, thousand[0], args.batches, 1)
+    return [
+        row("model, `wattgpu serve`, single row", single, wall, 1),
+        row("model, `wattgpu serve`, 1,000-row batch", batch, batch_wall, 1000),
+        row("model, `wattgpu serve`, 100,000-row request", big_s, sum(big_s), 100_000),
+    ]
+
+
+def measure_in_process(model_uri: str, args: argparse.Namespace) -> list[tuple]:
+    """``pyfunc.predict`` without HTTP: one row, and 1,000-row batches."""
+    model = mlflow.pyfunc.load_model(model_uri)
+    one = pd.DataFrame([QUERY])
+    thousand = pd.DataFrame(json.loads(bodies()["thousand"][0])["dataframe_records"])
+    out = []
+    for label, frame, count, n in (
+        ("model, in process, single row", one, args.requests, 1),
+        ("model, in process, 1,000-row batch", thousand, args.batches * 4, 1000),
+    ):
+        model.predict(frame)
+        values = []
+        for _ in range(count):
+            started = time.perf_counter()
+            model.predict(frame)
+            values.append(time.perf_counter() - started)
+        out.append(row(label, values, sum(values), n))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--model-uri",
-        default=None,
-        help="serve this registered model (MLFLOW_TRACKING_URI must point at its store)",
-    )
-    parser.add_argument(
-        "--requests", type=int, default=300, help="single-row requests per measurement"
-    )
-    parser.add_argument("--batches", type=int, default=16, help="1,000-row batches per measurement")
+    parser.add_argument("--target", default="power", choices=["power", "itl"])
+    parser.add_argument("--alias", default="production")
+    parser.add_argument("--requests", type=int, default=300, help="single-row requests")
+    parser.add_argument("--batches", type=int, default=16, help="1,000-row batches")
+    parser.add_argument("--big", type=int, default=3, help="100,000-row requests")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        if args.model_uri:
-            tracking_uri, model_uri = (
-                os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
-                args.model_uri,
-            )
-        else:
-            tracking_uri, model_uri = build_model(root)
-        process, url = start_server(tracking_uri, model_uri, root / "server.log")
+        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or build_model(root, args.target)
+        env = {
+            **os.environ,
+            "MLFLOW_TRACKING_URI": tracking_uri,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        mlflow.set_tracking_uri(tracking_uri)
+        model_uri = f"models:/wattgpu-{args.target}@{args.alias}"
+        trivial = root / "trivial"
+        mlflow.pyfunc.save_model(str(trivial), python_model=Trivial())
+        body = bodies()
+        rows = []
+        floor_cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(trivial)]
+        floor_cmd += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
+        process, url = start(floor_cmd, env, root / "trivial.log")
         try:
-            one = json.dumps({"dataframe_records": [QUERY]})
-            rng = np.random.default_rng(0)
-            gpus = [
-                "NVIDIA H100 PCIe",
-                "NVIDIA L4",
-                "NVIDIA A100 SXM4 80GB",
-                "NVIDIA A10G",
-                "NVIDIA L40S",
-            ]
-            batch = [
-                {
-                    **QUERY,
-                    "gpu": gpus[i % len(gpus)],
-                    "request_rate_rps": float(rng.uniform(0.1, 4)),
-                }
-                for i in range(1000)
-            ]
-            thousand = json.dumps({"dataframe_records": batch})
-            with httpx.Client(timeout=120) as client:
+            with httpx.Client(timeout=60) as client:
                 for _ in range(20):
-                    timed_post(client, url, one)  # warm-up
-                timed_post(client, url, thousand)
-            rows = []
-            loads = (
-                ("single row", one, args.requests, 1),
-                ("1,000-row batch", thousand, args.batches, 1000),
+                    timed_post(client, url, body["one"][0])
+            values, wall = latencies(url, body["one"][0], args.requests, 1)
+            rows.append(
+                row("floor: trivial pyfunc, `mlflow models serve`, single row", values, wall, 1)
             )
-            for kind, body, requests, rows_per_request in loads:
-                for clients, how in ((1, "sequential"), (CLIENTS, f"{CLIENTS} clients")):
-                    values = latencies(url, body, requests, clients)
-                    if rows_per_request == 1 and clients == 1:
-                        sequential = values
-                    wall = sum(values) / clients
-                    p50, p99 = np.percentile(values, [50, 99]) * 1e3
-                    rows.append(
-                        (
-                            f"{kind}, {how}",
-                            len(values),
-                            p50,
-                            p99,
-                            rows_per_request * len(values) / wall,
-                        )
-                    )
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
+            stop(process)
+        process, url = start(serve_command(args.target, args.alias, 1), env, root / "one.log")
+        try:
+            rows += measure_served(url, body, args)
+        finally:
+            stop(process)
+        rows += measure_in_process(model_uri, args)
+        process, url = start(serve_command(args.target, args.alias, 2), env, root / "two.log")
+        try:
+            with httpx.Client(timeout=60) as client:
+                for _ in range(40):
+                    timed_post(client, url, body["one"][0])
+            values, wall = latencies(url, body["one"][0], args.requests * 2, CLIENTS)
+            label = f"model, `wattgpu serve --workers 2`, single row, {CLIENTS} clients"
+            rows.append(row(label, values, wall, 1))
+        finally:
+            stop(process)
 
-    print("# Serving benchmark (mlflow models serve, one worker, --env-manager local)\n")
+    print("# Serving benchmark\n")
     print(f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
     print(f"- command: python bench/serving.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"- model: {model_uri}\n")
-    print("| load | requests | p50 latency ms | p99 latency ms | throughput |")
+    print("| load | requests | p50 ms | p99 ms | throughput |")
     print("|---|---|---|---|---|")
     for label, count, p50, p99, rate in rows:
-        unit = "rows/s" if "batch" in label else "req/s"
-        print(f"| {label} | {count} | {p50:.1f} | {p99:.1f} | {rate:,.0f} {unit} |")
-    print(f"\n(mean single-row latency, sequential: {statistics.mean(sequential) * 1e3:.1f} ms)")
+        print(f"| {label} | {count} | {p50:.1f} | {p99:.1f} | {rate} |")
+    floor, served = rows[0][2], rows[1][2]
+    print(f"\nsingle row through the server: {served - floor:+.1f} ms against the trivial pyfunc")
 
 
 if __name__ == "__main__":

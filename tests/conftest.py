@@ -154,3 +154,80 @@ def invoke(tmp_path, monkeypatch):
         return result
 
     return run
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(command: list[str], env: dict, log_path: Path, url: str):  # noqa: ANN201
+    """Start a model server subprocess and wait until ``url``/ping answers; return the process."""
+    import subprocess
+    import time
+
+    import httpx
+
+    with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.5)
+        if process.poll() is not None:
+            break
+    stop_server(process)
+    pytest.fail(f"model server did not start: {log_path.read_text()[-2000:]}")
+
+
+def stop_server(process) -> None:  # noqa: ANN001
+    """Stop a server started by ``start_server`` (its whole process group)."""
+    import signal
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory, catalog):
+    """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production."""
+    from wattgpu.config import Settings
+    from wattgpu.lifecycle import pipeline, registry, tracking
+    from wattgpu.modeling.simulate import simulate
+
+    root = tmp_path_factory.mktemp("store")
+    rows = simulate(catalog, seed=2)
+    data = root / "small.csv"
+    rows[rows["gpu"].isin(SERVED_GPUS)].to_csv(data, index=False)
+    settings = Settings(
+        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+    )
+    runs = {
+        t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
+        for t in ("power", "itl")
+    }
+    tracking.configure(settings.tracking_uri)
+    for target in ("power", "itl"):
+        assert registry.register(target) == 1
+        registry.promote(target, 1, "production")
+    return {"root": root, "settings": settings, "runs": runs}
+
+
+SERVED_GPUS = [
+    "NVIDIA Tesla T4",
+    "NVIDIA L4",
+    "NVIDIA A100 SXM4 80GB",
+    "NVIDIA H100 SXM5",
+    "NVIDIA A10G",
+    "NVIDIA H100 PCIe",
+]

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import QueryError
-from wattgpu.modeling.queries import check_queries
+from wattgpu.modeling.queries import RANGES, Range, check_queries
 
 OK = {
     "gpu": "H100",
@@ -18,6 +18,14 @@ NEW_GPU = {
     "gpu_fp16_tensor_tflops": 1500.0,
     "gpu_tdp_w": 800.0,
     "gpu_memory_gb": 120.0,
+}
+
+NEW_LLM = {
+    "llm_params_b": 3.0,
+    "llm_num_layers": 28,
+    "llm_hidden_size": 3072,
+    "llm_num_attention_heads": 24,
+    "llm_num_kv_heads": 8,
 }
 
 
@@ -36,7 +44,11 @@ def test_names_resolve_to_canonical(small_catalog):
     ("change", "message"),
     [
         ({"scenario": "batch"}, "row 0: scenario must be one of offline, server; got 'batch'"),
-        ({"request_rate_rps": -1.0}, "row 0: request_rate_rps must be at least 0; got -1.0"),
+        (
+            {"request_rate_rps": -1.0},
+            "row 0: request_rate_rps must be a number greater than 0 and at most 10000 "
+            "requests/s; got -1.0",
+        ),
         ({"request_rate_rps": "fast"}, "row 0: request_rate_rps must be a number; got 'fast'"),
         (
             {"request_rate_rps": math.inf},
@@ -48,11 +60,35 @@ def test_names_resolve_to_canonical(small_catalog):
         ),
         (
             {"batch_size": 8.9, "scenario": "offline"},
-            "row 0: batch_size must be a whole number; got 8.9",
+            "row 0: batch_size must be a whole number from 1 to 65536; got 8.9",
         ),
-        ({"num_gpus": 0}, "row 0: num_gpus must be at least 1; got 0"),
-        ({"engine_year": 1999.0}, "row 0: engine_year must be at least 2000; got 1999.0"),
-        ({"engine_year": 2024.5}, "row 0: engine_year must be a whole number; got 2024.5"),
+        ({"num_gpus": 0}, "row 0: num_gpus must be a whole number from 1 to 1024; got 0"),
+        (
+            {"engine_year": 1999.0},
+            "row 0: engine_year must be a whole number from 2000 to 2100; got 1999.0",
+        ),
+        (
+            {"engine_year": 2024.5},
+            "row 0: engine_year must be a whole number from 2000 to 2100; got 2024.5",
+        ),
+        ({"request_rate_rps": True}, "row 0: request_rate_rps must be a number; got True"),
+        ({"request_rate_rps": "0.5"}, "row 0: request_rate_rps must be a number; got '0.5'"),
+        (
+            {"dtype": "banana"},
+            "row 0: dtype must be one of float32, fp32, float16, fp16, bfloat16, bf16, fp8, "
+            "float8, int8, int4, mxfp4; got 'banana'",
+        ),
+        (
+            {"batch_size": 32},
+            "row 0: batch_size applies to offline only (a server's batch follows from its rate); "
+            "leave it blank on a server row (got 32)",
+        ),
+        (
+            {"scenario": "offline"},
+            "row 0: request_rate_rps applies to a server only; leave it blank on an offline row "
+            "(got 0.5)",
+        ),
+        ({"gpu": "x" * 201}, "row 0: gpu must be at most 200 characters; got 201"),
         ({"model": None}, "row 0: model is required"),
         ({"gpu": 7}, "row 0: gpu must be a non-empty string; got 7"),
     ],
@@ -108,3 +144,90 @@ def test_empty_and_missing_columns(small_catalog):
 def test_numpy_numbers_are_numbers(small_catalog):
     out = check({**OK, "request_rate_rps": np.float32(2.0)}, catalog=small_catalog)
     assert out.loc[0, "request_rate_rps"] == 2.0
+
+
+# every numeric field with its range: each bound is accepted, a step beyond it refused
+RANGE_CASES = list(RANGES.items())
+
+
+def _row_for(field: str, value: float) -> dict:
+    """A valid query whose ``field`` is ``value`` (an uncatalogued GPU/LLM for spec fields)."""
+    row = {**OK}
+    if field == "batch_size":
+        row = {**OK, "scenario": "offline", "request_rate_rps": None}
+    if field.startswith("gpu_"):
+        row |= {"gpu": "NVIDIA X1", **NEW_GPU}
+    if field.startswith("llm_"):
+        row |= {"model": "acme/new-3b", **NEW_LLM}
+    row[field] = value
+    return row
+
+
+def _inside(rule: Range) -> list[float]:
+    low = rule.low + (1 if rule.whole else 1e-3) if rule.low_open else rule.low
+    return [low, rule.high]
+
+
+def _outside(rule: Range) -> list[float]:
+    below = rule.low if rule.low_open else rule.low - (1 if rule.whole else 1e-3 * rule.low or 1e-3)
+    return [below, rule.high + (1 if rule.whole else rule.high * 1e-3)]
+
+
+@pytest.mark.parametrize(("field", "rule"), RANGE_CASES, ids=[f for f, _ in RANGE_CASES])
+def test_every_range_rule_takes_its_bounds_and_refuses_beyond(small_catalog, field, rule):
+    for value in _inside(rule):
+        row = _row_for(field, value)
+        if field == "llm_params_b":
+            row["llm_active_params_b"] = value
+        if field == "llm_num_attention_heads":
+            row["llm_num_kv_heads"] = 1.0
+        if field == "llm_num_kv_heads":
+            row["llm_num_attention_heads"] = value
+        if field == "llm_active_params_b":
+            row["llm_params_b"] = value
+        out = check(row, catalog=small_catalog)
+        assert out.loc[0, field] == value
+    for value in _outside(rule):
+        with pytest.raises(QueryError) as err:
+            check(_row_for(field, value), catalog=small_catalog)
+        assert str(err.value) == f"row 0: {field} must be {rule.describe()}; got {value!r}"
+        assert err.value.field == field and err.value.row == 0
+    if rule.whole:
+        with pytest.raises(QueryError, match=f"{field} must be a whole number"):
+            check(_row_for(field, rule.low + 1.5), catalog=small_catalog)
+
+
+def test_range_messages_by_hand():
+    assert RANGES["gpu_tdp_w"].describe() == "a number from 10 to 2000 W"
+    assert RANGES["gpu_memory_bandwidth_gb_s"].describe() == "a number from 50 to 20000 GB/s"
+    assert RANGES["gpu_memory_gb"].describe() == "a number from 1 to 1024 GB"
+    assert RANGES["llm_params_b"].describe() == "a number greater than 0 and at most 100000 billion"
+
+
+def test_active_parameters_above_total_are_refused(small_catalog):
+    with pytest.raises(QueryError) as err:
+        check({**OK, "llm_active_params_b": 9.0}, catalog=small_catalog)
+    # the catalogue's Llama-3.1-8B has 8.03 B parameters in all
+    assert str(err.value) == (
+        "row 0: llm_active_params_b must be at most the total parameters llm_params_b; "
+        "got 9 active of 8.03 billion"
+    )
+    with pytest.raises(QueryError, match="got 4 active of 3 billion"):
+        check(
+            {**OK, "model": "acme/new-3b", **NEW_LLM, "llm_active_params_b": 4.0},
+            catalog=small_catalog,
+        )
+
+
+def test_a_bad_value_is_quoted_short(small_catalog):
+    with pytest.raises(QueryError) as err:
+        check({**OK, "dtype": "b" * 150}, catalog=small_catalog)
+    assert len(str(err.value)) < 250 and str(err.value).endswith("...b'")
+
+
+def test_numbers_in_a_mixed_column_name_the_bad_row(small_catalog):
+    rows = [OK, {**OK, "request_rate_rps": 2}, {**OK, "request_rate_rps": False}]
+    with pytest.raises(QueryError, match=r"^row 2: request_rate_rps must be a number; got False"):
+        check(*rows, catalog=small_catalog)
+    with pytest.raises(QueryError, match=r"^row 1: gpu must be a non-empty string; got \[1\]"):
+        check(OK, {**OK, "gpu": [1]}, catalog=small_catalog)

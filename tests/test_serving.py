@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,25 +13,16 @@ import mlflow
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
+from conftest import REPO, free_port, start_server, stop_server
 from mlflow.tracking import MlflowClient
 
 from wattgpu.cli import cli
-from wattgpu.config import SHIPPED_DATA_DIR, Settings
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.errors import ConfigError, ModelNotFound
-from wattgpu.lifecycle import pipeline, registry, tracking
-from wattgpu.modeling.simulate import simulate
+from wattgpu.lifecycle import registry, tracking
 
 pytestmark = pytest.mark.slow
 
-GPUS = [
-    "NVIDIA Tesla T4",
-    "NVIDIA L4",
-    "NVIDIA A100 SXM4 80GB",
-    "NVIDIA H100 SXM5",
-    "NVIDIA A10G",
-    "NVIDIA H100 PCIe",
-]
 H100_8B = {
     "gpu": "NVIDIA H100 SXM5",
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -44,34 +32,8 @@ H100_8B = {
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, catalog):
-    """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production."""
-    root = tmp_path_factory.mktemp("store")
-    rows = simulate(catalog, seed=2)
-    data = root / "small.csv"
-    rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
-    settings = Settings(
-        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
-    )
-    runs = {
-        t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
-        for t in ("power", "itl")
-    }
-    tracking.configure(settings.tracking_uri)
-    for target in ("power", "itl"):
-        assert registry.register(target) == 1
-        registry.promote(target, 1, "production")
-    return {"root": root, "settings": settings, "runs": runs}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
 def server(store):
+    """Plain `mlflow models serve`: the pyfunc's own checks hold there too."""
     port = free_port()
     env = {
         **os.environ,
@@ -79,41 +41,14 @@ def server(store):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     command = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "models",
-        "serve",
-        "-m",
-        "models:/wattgpu-power@production",
-        "--env-manager",
-        "local",
-        "-p",
-        str(port),
-        "-h",
-        "127.0.0.1",
+        *(sys.executable, "-m", "mlflow", "models", "serve"),
+        *("-m", "models:/wattgpu-power@production", "--env-manager", "local"),
+        *("-p", str(port), "-h", "127.0.0.1"),
     ]
-    log = open(store["root"] / "server.log", "w")  # noqa: SIM115
-    process = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-        assert process.poll() is None, (store["root"] / "server.log").read_text()[-2000:]
-    else:
-        pytest.fail(
-            "model server did not start: " + (store["root"] / "server.log").read_text()[-2000:]
-        )
+    process = start_server(command, env, store["root"] / "server.log", url)
     yield url
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=30)
-    log.close()
+    stop_server(process)
 
 
 def post(url: str, payload) -> httpx.Response:
@@ -137,15 +72,20 @@ def test_server_answers_records_and_split(server):
     ]
     response = post(server, {"dataframe_records": records})
     assert response.status_code == 200, response.text
+    assert "NaN" not in response.text
     rows = pd.DataFrame(response.json()["predictions"])
     assert (rows["unit"] == "W").all()
-    assert rows["prediction"].between(10, 1500).all()
-    assert (rows["lower"] <= rows["prediction"]).all() and (
-        rows["prediction"] <= rows["upper"]
-    ).all()
-    h100, l4, big, _ = rows.to_dict("records")
-    assert h100["prediction"] > l4["prediction"]
-    assert "does not fit" in big["warnings"] and h100["warnings"] == ""
+    h100, l4, big, server_row = response.json()["predictions"]
+    # 70.6 B x 2 bytes = 141 GB of weights on a 24 GB L4: no number, the reason instead
+    assert big["prediction"] is None and big["lower"] is None and big["upper"] is None
+    assert big["warnings"].startswith("does not fit: weights need 141 GB, the GPU(s) have 24 GB")
+    fit = rows.drop(index=2)
+    assert fit["prediction"].between(10, 1500).all()
+    assert (fit["lower"] <= fit["prediction"]).all() and (fit["prediction"] <= fit["upper"]).all()
+    assert h100["prediction"] > l4["prediction"] and h100["warnings"] == ""
+    # the load comes back with each answer (defaults filled in), so rows are told apart
+    assert (h100["batch_size"], h100["input_tokens"], h100["num_gpus"]) == (32, 512, 1)
+    assert server_row["request_rate_rps"] == 0.5 and server_row["batch_size"] is None
     split = pd.DataFrame(records[:2]).to_dict(orient="split", index=False)
     again = post(server, {"dataframe_split": split})
     assert again.status_code == 200
@@ -177,7 +117,10 @@ def test_unseen_gpu_described_by_specs(server):
         ),
         ({"dataframe_records": [{"gpu": "NVIDIA L4", "model": "gpt2"}]}, "scenario"),
         ({"dataframe_records": [{**H100_8B, "batch_size": "lots"}]}, "batch_size"),
-        ({"dataframe_records": [{**H100_8B, "batch_size": -4}]}, "batch_size must be at least 1"),
+        (
+            {"dataframe_records": [{**H100_8B, "batch_size": -4}]},
+            "batch_size must be a whole number from 1 to 65536; got -4",
+        ),
         (
             {"dataframe_records": [{**H100_8B, "scenario": "batch"}]},
             "scenario must be one of offline, server",
@@ -326,7 +269,9 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
     # trained on generated rows, which stand for the default engine year only
     assert "engine year 2024 outside the trained years" in json.loads(older.output)[0]["warnings"]
     ancient = runner.invoke(cli, [*base, "--engine-year", "1999"])
-    assert ancient.exit_code == 1 and "engine_year must be at least 2000" in ancient.output
+    assert ancient.exit_code == 1 and ancient.output.strip() == (
+        "Error: --engine-year must be a whole number from 2000 to 2100; got 1999.0"
+    )
     table = runner.invoke(cli, ["evaluate", "--target", "itl", "--version", "1"])
     assert (
         table.exit_code == 0
@@ -378,4 +323,6 @@ def test_predict_from_a_running_server(server, store, monkeypatch):
             server,
         ],
     )
-    assert bad.exit_code == 1 and "request_rate_rps" in bad.output
+    assert bad.exit_code == 1 and bad.output.strip() == (
+        "Error: --rate is required for a server and must be greater than 0 (requests/s)"
+    )

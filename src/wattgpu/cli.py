@@ -7,6 +7,7 @@ into one line on stderr and exit code 1. Usage mistakes exit 2 (click's conventi
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 
 from wattgpu.cli_options import alias_option, output_format_option
 from wattgpu.config import DEFAULT_OPTUNA_STORAGE, Settings, load_settings
-from wattgpu.errors import WattgpuError
+from wattgpu.errors import QueryError, WattgpuError
 
 TARGET_CHOICE = click.Choice(["power", "itl"])
 
@@ -352,40 +353,46 @@ def list_models(ctx: click.Context, target: str) -> None:
 @click.option(
     "--workers", type=click.IntRange(min=1), default=1, show_default=True, help="uvicorn workers."
 )
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(min=0.001),
+    default=32.0,
+    show_default=True,
+    help="Refuse request bodies larger than this (HTTP 400).",
+)
 @click.pass_context
-def serve(ctx: click.Context, target: str, alias: str, port: int, host: str, workers: int) -> None:
-    """Serve a registered model with MLflow's REST model server (POST /invocations)."""
-    import shutil
+def serve(
+    ctx: click.Context,
+    target: str,
+    alias: str,
+    port: int,
+    host: str,
+    workers: int,
+    max_body_mb: float,
+) -> None:
+    """Serve a registered model: MLflow's REST scoring app (POST /invocations) behind a guard.
+
+    The guard answers what MLflow's server does not: a missing or unsupported Content-Type
+    (415), an oversized body or deeply nested JSON (400), and turns every error into a short
+    JSON body without stack traces.
+    """
     import sys
 
-    from wattgpu.lifecycle import registry, tracking
+    import mlflow
+
+    from wattgpu.lifecycle import registry, serving, tracking
 
     settings = _settings(ctx)
     tracking.configure(settings.tracking_uri)
     uri = registry.model_uri(target, alias)
-    mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    local = mlflow.artifacts.download_artifacts(artifact_uri=uri)
     os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri
-    # uvicorn is exec'd by name: the environment's bin/ must be on PATH
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ[serving.ENV_MODEL_PATH] = local
+    os.environ[serving.ENV_MAX_BODY_BYTES] = str(int(max_body_mb * 1024 * 1024))
     click.echo(f"serving {uri} on http://{host}:{port}/invocations", err=True)
-    os.execv(
-        mlflow_bin,
-        [
-            mlflow_bin,
-            "models",
-            "serve",
-            "-m",
-            uri,
-            "--env-manager",
-            "local",
-            "-p",
-            str(port),
-            "-h",
-            host,
-            "-w",
-            str(workers),
-        ],
-    )
+    command = [sys.executable, "-m", "uvicorn", "--factory", "wattgpu.lifecycle.serving:create_app"]
+    command += ["--host", host, "--port", str(port), "--workers", str(workers)]
+    os.execv(sys.executable, command)
 
 
 @cli.command()
@@ -412,6 +419,9 @@ def serve(ctx: click.Context, target: str, alias: str, port: int, host: str, wor
 )
 @click.option(
     "--num-gpus", type=float, default=None, help="GPUs the model is sharded over (default 1)."
+)
+@click.option(
+    "--dtype", default=None, help="Weight format, e.g. bfloat16, fp8, int4 (default bfloat16)."
 )
 @click.option(
     "--input",
@@ -447,6 +457,7 @@ def predict(
     engine,
     engine_year,
     num_gpus,
+    dtype,
     input_csv,
     output,
     target,
@@ -477,13 +488,21 @@ def predict(
                     "engine": engine,
                     "engine_year": engine_year,
                     "num_gpus": num_gpus,
+                    "dtype": dtype,
                 }
             ]
         ).dropna(axis=1)
     if url and target == "both":
         raise click.UsageError("--url serves one model: give --target power or --target itl")
     targets = ("power", "itl") if target == "both" else (target,)
-    answers = predict_client.predict(_settings(ctx), queries, targets, alias=alias, url=url)
+    _quiet_mlflow()
+    try:
+        answers = predict_client.predict(_settings(ctx), queries, targets, alias=alias, url=url)
+    except QueryError as exc:
+        # a query made of options: name the options, not the REST columns behind them
+        raise click.ClickException(
+            str(exc) if input_csv is not None else _in_option_names(str(exc))
+        ) from None
     if output is not None:
         answers.to_csv(output, index=False)
         click.echo(f"wrote {len(answers)} predictions to {output}")
@@ -492,7 +511,40 @@ def predict(
     elif fmt == "csv":
         click.echo(answers.to_csv(index=False), nl=False)
     else:
-        click.echo(answers.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        click.echo(answers.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+
+
+# The REST column behind each option of `wattgpu predict`.
+PREDICT_OPTIONS = {
+    "gpu": "--gpu",
+    "model": "--model",
+    "scenario": "--scenario",
+    "request_rate_rps": "--rate",
+    "batch_size": "--batch-size",
+    "input_tokens": "--input-tokens",
+    "output_tokens": "--output-tokens",
+    "engine_year": "--engine-year",
+    "engine": "--engine",
+    "num_gpus": "--num-gpus",
+    "dtype": "--dtype",
+}
+_COLUMN_NAMES = re.compile(r"\b(" + "|".join(PREDICT_OPTIONS) + r")\b")
+
+
+def _in_option_names(message: str) -> str:
+    """A query error about the one query the options made, in the options' names."""
+    message = re.sub(r"^row 0: ", "", message)
+    return _COLUMN_NAMES.sub(lambda match: PREDICT_OPTIONS[match.group(1)], message)
+
+
+def _quiet_mlflow() -> None:
+    """Keep MLflow's progress bars, info and warning lines out of a command's answer."""
+    import logging
+    import warnings
+
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    logging.getLogger("mlflow").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="mlflow")
 
 
 @cli.group(cls=WattgpuGroup)

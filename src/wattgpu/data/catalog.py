@@ -12,8 +12,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import unique_codes
 from wattgpu.errors import DataError, UnknownNameError
 
 GPU_NUMERIC_COLUMNS = (
@@ -116,6 +118,18 @@ class Catalog:
         llm_specs = catalog.llms.drop(columns=["model", "aliases"]).add_prefix("llm_")
         object.__setattr__(catalog, "gpu_specs", gpu_specs)
         object.__setattr__(catalog, "llm_specs", llm_specs)
+        # per table: canonical name -> row number, and each spec column as one numpy array, so
+        # that features look specs up by position instead of reindexing frames per query
+        for name, specs in (("gpu", gpu_specs), ("llm", llm_specs)):
+            rows = {str(key): number for number, key in enumerate(specs.index)}
+            arrays = {
+                column: values.to_numpy(dtype=float)
+                if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+                else values.to_numpy(dtype=object)
+                for column, values in specs.items()
+            }
+            object.__setattr__(catalog, f"_{name}_rows", rows)
+            object.__setattr__(catalog, f"_{name}_arrays", arrays)
         object.__setattr__(catalog, "_gpu_index", _alias_index(gpus, "gpu", "gpus"))
         object.__setattr__(catalog, "_llm_index", _alias_index(llms, "model", "llms"))
         return catalog
@@ -128,6 +142,26 @@ class Catalog:
             llms_csv, tuple(c for c in LLM_COLUMNS if c != "num_kv_layers"), "LLM catalogue"
         )
         return cls.from_frames(gpus, llms)
+
+    def spec_arrays(self, kind: str, names: np.ndarray) -> dict[str, np.ndarray]:
+        """The ``gpu_*`` (``kind="gpu"``) or ``llm_*`` spec columns for canonical ``names``.
+
+        Numeric columns are float arrays, text ones object arrays; a name that is not a canonical
+        one gets NaN in every column.
+        """
+        rows: dict[str, int] = getattr(self, f"_{kind}_rows")
+        arrays: dict[str, np.ndarray] = getattr(self, f"_{kind}_arrays")
+        codes, uniques = unique_codes(names)
+        found = np.array([rows.get(str(u), -1) for u in uniques], dtype=np.intp)[codes]
+        missing = found < 0
+        out = {}
+        for column, values in arrays.items():
+            taken = values.take(np.where(missing, 0, found))
+            if missing.any():
+                taken = taken.copy()
+                taken[missing] = np.nan
+            out[column] = taken
+        return out
 
     def find_gpu(self, name: str) -> str | None:
         """Return the canonical GPU name for ``name`` or ``None``."""

@@ -12,8 +12,12 @@ import pandas as pd
 from wattgpu.config import Settings
 from wattgpu.errors import ConfigError, DataError, QueryError
 from wattgpu.lifecycle import registry, tracking
+from wattgpu.lifecycle.serving import clean_message
+from wattgpu.modeling.inference import FLOAT_OUTPUTS, LOAD_COLUMNS, OUTPUT_COLUMNS
 
 ANSWER_COLUMNS = ("prediction", "lower", "upper")
+# The columns of one query that both targets' answers share (names and load).
+QUERY_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c in ("gpu", "model", "scenario", *LOAD_COLUMNS))
 
 
 def read_queries(path: Path) -> pd.DataFrame:
@@ -39,15 +43,17 @@ def ask_server(url: str, queries: pd.DataFrame, timeout: float = 60.0) -> pd.Dat
         with urllib.request.urlopen(request, timeout=timeout) as response:
             payload = json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")
+        detail = exc.read(64 * 1024).decode(errors="replace")
         try:
-            detail = json.loads(detail).get("message", detail)
-        except json.JSONDecodeError:
+            detail = str(json.loads(detail).get("message", detail))
+        except (json.JSONDecodeError, AttributeError):
             pass
+        # plain `mlflow models serve` prefixes the request's repr and may add a trace
+        detail = clean_message(detail, limit=500)
         if exc.code == 400:
-            raise QueryError(str(detail)) from None
+            raise QueryError(detail) from None
         raise ConfigError(
-            f"model server at {endpoint} answered HTTP {exc.code}: {detail[:300]}"
+            f"model server at {endpoint} answered HTTP {exc.code}: {detail}"
         ) from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -66,14 +72,19 @@ def predict(
     answers = {}
     for target in targets:
         if url:
-            answers[target] = ask_server(url, queries)
+            answer = ask_server(url, queries)
         else:
             tracking.configure(settings.tracking_uri)
-            answers[target] = predict_frame(registry.load(target, alias), queries)
+            answer = predict_frame(registry.load(target, alias), queries)
+        # the served answer holds None (JSON null) where there is no number: NaN here
+        for column in FLOAT_OUTPUTS:
+            if column in answer.columns:
+                answer[column] = pd.to_numeric(answer[column]).astype(float)
+        answers[target] = answer
     if len(targets) == 1:
         return answers[targets[0]]
     power, itl = answers["power"], answers["itl"]
-    wide = power[["gpu", "model", "scenario"]].copy()
+    wide = power[[c for c in QUERY_COLUMNS if c in power.columns]].copy()
     for target, frame, unit in (("power", power, "w"), ("itl", itl, "ms")):
         for column in ANSWER_COLUMNS:
             wide[f"{target}_{column}_{unit}"] = frame[column].to_numpy()
@@ -88,9 +99,10 @@ def predict_frame(model, queries: pd.DataFrame) -> pd.DataFrame:  # noqa: ANN001
     """Run a loaded pyfunc model, turning its 400-style errors back into ``QueryError``."""
     from mlflow.exceptions import MlflowException
 
-    # The signature types every number as double and MLflow refuses to cast int64 silently.
+    # Models logged before issue 10 type every input as double, and MLflow refuses to cast
+    # int64 to it silently; today's models take the values as they are.
     queries = queries.apply(lambda c: c.astype(float) if pd.api.types.is_integer_dtype(c) else c)
     try:
         return model.predict(queries)
     except MlflowException as exc:
-        raise QueryError(exc.message) from None
+        raise QueryError(clean_message(exc.message, limit=500)) from None

@@ -14,25 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
 import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
-from wattgpu.modeling.inference import OUTPUT_COLUMNS, predict_queries
+from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.models import Regressor
-from wattgpu.modeling.queries import (
-    GPU_TEXT_SPEC_FIELDS,
-    LLM_TEXT_SPEC_FIELDS,
-    NUMERIC_FIELDS,
-    REQUIRED_FIELDS,
-    TEXT_FIELDS,
-)
+from wattgpu.modeling.queries import ALL_FIELDS
 from wattgpu.modeling.uncertainty import IntervalModel
 
 EXAMPLE_QUERY = [
@@ -46,7 +41,7 @@ EXAMPLE_QUERY = [
         "gpu": "NVIDIA L4",
         "model": "Qwen/Qwen2.5-7B-Instruct",
         "scenario": "offline",
-        "batch_size": 32.0,
+        "batch_size": 32,
     },
 ]
 
@@ -82,37 +77,59 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        """Answer query rows; a bad row is an INVALID_PARAMETER_VALUE error (HTTP 400) naming it."""
+        """Answer query rows; a bad row is an INVALID_PARAMETER_VALUE error (HTTP 400) naming it.
+
+        Blank and non-finite numbers of the answer (no prediction for a configuration that
+        cannot run, no batch where the engine chooses) come back as ``None``: JSON ``null``,
+        never the ``NaN`` that strict JSON parsers refuse.
+        """
         try:
             frame = (
                 model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
             )
-            return predict_queries(
+            answer = answer_columns(
                 self.metadata["target"], self.model, self.bounds, self.catalog, self.metadata, frame
             )
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
             # stack trace (a plain exception would carry the server's traceback to the client).
             raise MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE) from None
+        except Exception as exc:  # a bug of ours: a 500 that names it, but no trace or input
+            raise MlflowException(
+                f"internal error while predicting ({type(exc).__name__})", error_code=INTERNAL_ERROR
+            ) from None
+        return pd.DataFrame(json_safe(answer))
+
+
+def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
+    """Return ``answer``'s columns with NaN and infinite numbers replaced by ``None``.
+
+    A column whose numbers are all finite is left as it is (floats).
+    """
+    out = dict(answer)
+    for column in FLOAT_OUTPUTS:
+        values = np.asarray(out[column], dtype=float)
+        finite = np.isfinite(values)
+        if not finite.all():
+            out[column] = np.where(finite, values.astype(object), None)
+    return out
 
 
 def signature() -> ModelSignature:
-    """Input: the query columns, typed; output: the answer table.
+    """The answer's columns; no input schema, on purpose.
 
-    Every input is marked optional, even gpu/model/scenario: our own check then answers an empty
-    or incomplete payload with its one-line message instead of MLflow's schema dump.
+    With an input schema MLflow coerces the request before the model sees it: a JSON ``true``
+    or ``"0.5"`` becomes a number, 8.9 an 8 in an integer column. Without one the model gets the
+    values as sent and ``wattgpu.modeling.queries`` checks each field's type and range itself
+    (``query_fields`` in the metadata and the input example show what a query holds).
     """
-    inputs = [ColSpec("string", name, required=False) for name in REQUIRED_FIELDS]
-    inputs += [ColSpec("double", name, required=False) for name in NUMERIC_FIELDS]
-    inputs += [
-        ColSpec("string", name, required=False)
-        for name in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS)
-    ]
     outputs = [
-        ColSpec("double" if name in ("prediction", "lower", "upper") else "string", name)
+        ColSpec("double", name, required=False)
+        if name in FLOAT_OUTPUTS
+        else ColSpec("string", name)
         for name in OUTPUT_COLUMNS
     ]
-    return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
+    return ModelSignature(inputs=None, outputs=Schema(outputs))
 
 
 def log_pyfunc(
@@ -133,6 +150,7 @@ def log_pyfunc(
         metadata = {
             **metadata,
             "members": [list(without) for without, _ in model.members],
+            "query_fields": list(ALL_FIELDS),
             "interval": {
                 "without": list(bounds.without),
                 "q_low": bounds.q_low,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,32 +32,52 @@ def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def domain_warnings(features: pd.DataFrame, domain: dict[str, Any]) -> list[str]:
-    """One ``"; "``-joined warning string per row ('' when the row is inside the domain)."""
-    notes: list[list[str]] = [[] for _ in range(len(features))]
+def cannot_run(features: Mapping[str, Any]) -> np.ndarray:
+    """Rows whose GPUs cannot hold the weights and the KV cache of one full sequence."""
+    seqs = np.asarray(features["max_concurrent_seqs"], dtype=float)
+    free = np.asarray(features["free_memory_gb"], dtype=float)
+    return (free <= 0) | (seqs < 1)
+
+
+def _fit_reason(features: Mapping[str, Any], i: int) -> str:
+    weights = float(features["weight_bytes"][i]) / 1e9
+    memory = float(features["gpu_memory_gb"][i]) * float(features["num_gpus"][i])
+    if float(features["free_memory_gb"][i]) <= 0:
+        return f"does not fit: weights need {weights:.0f} GB, the GPU(s) have {memory:.0f} GB"
+    tokens = float(features["input_tokens"][i]) + float(features["output_tokens"][i])
+    sequence = float(features["kv_bytes_per_token"][i]) * tokens / 1e9
+    return (
+        f"does not fit: after {weights:.0f} GB of weights the GPU(s)' {memory:.0f} GB leave no "
+        f"room for the KV cache of one {tokens:.0f}-token sequence ({sequence:.1f} GB)"
+    )
+
+
+def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list[str]:
+    """One ``"; "``-joined warning string per row ('' when the row is inside the domain).
+
+    ``features`` is a frame or columns from ``build_features``/``feature_columns``.
+    """
+    n = len(np.asarray(features["free_memory_gb"]))
+    notes: list[list[str]] = [[] for _ in range(n)]
 
     def flag(mask: np.ndarray, text: Any) -> None:
         for i in np.flatnonzero(mask):
             notes[i].append(text(i) if callable(text) else text)
 
-    free = features["free_memory_gb"].to_numpy(float)
+    def values(column: str) -> np.ndarray:
+        return np.asarray(features[column], dtype=float)
+
+    unrunnable = cannot_run(features)
+    flag(unrunnable, lambda i: _fit_reason(features, i))
+    seqs, conc = values("max_concurrent_seqs"), values("concurrency")
     flag(
-        free <= 0,
-        lambda i: (
-            f"does not fit: weights need {features['weight_bytes'].iloc[i] / 1e9:.0f} GB, the "
-            f"GPU(s) have {features['gpu_memory_gb'].iloc[i] * features['num_gpus'].iloc[i]:.0f} GB"
-        ),
-    )
-    seqs = features["max_concurrent_seqs"].to_numpy(float)
-    conc = features["concurrency"].to_numpy(float)
-    flag(
-        (free > 0) & (seqs < conc),
+        ~unrunnable & (seqs < conc),
         lambda i: (
             f"KV cache holds only {seqs[i]:.0f} sequences of this length, "
             f"fewer than the batch of {conc[i]:.0f}"
         ),
     )
-    moe = (features["llm_active_params_b"] < features["llm_params_b"]).to_numpy()
+    moe = values("llm_active_params_b") < values("llm_params_b")
     if not domain.get("moe_seen", False):
         flag(moe, "mixture-of-experts LLM: the model was trained on dense LLMs only")
     for column, label in (
@@ -67,41 +88,39 @@ def domain_warnings(features: pd.DataFrame, domain: dict[str, Any]) -> list[str]
         ("num_gpus", "GPU count"),
     ):
         low, high = domain.get(column, [np.nan, np.nan])
-        values = features[column].to_numpy(float)
+        column_values = values(column)
         if np.isfinite(high):
             flag(
-                np.isfinite(values) & (values > high * RANGE_MARGIN),
-                lambda i, v=values, lab=label, h=high: (
+                np.isfinite(column_values) & (column_values > high * RANGE_MARGIN),
+                lambda i, v=column_values, lab=label, h=high: (
                     f"{lab} {v[i]:g} beyond the trained range (max {h:g})"
                 ),
             )
         if np.isfinite(low):
             flag(
-                np.isfinite(values) & (values < low / RANGE_MARGIN),
-                lambda i, v=values, lab=label, lo=low: (
+                np.isfinite(column_values) & (column_values < low / RANGE_MARGIN),
+                lambda i, v=column_values, lab=label, lo=low: (
                     f"{lab} {v[i]:g} below the trained range (min {lo:g})"
                 ),
             )
     low, high = domain.get("engine_year", [np.nan, np.nan])
     if np.isfinite(low) and np.isfinite(high):
-        years = features["engine_year"].to_numpy(float)
+        years = values("engine_year")
         flag(
             (years < low) | (years > high),
             lambda i: f"engine year {years[i]:g} outside the trained years ({low:g}-{high:g})",
         )
     engines = set(domain.get("engines", []))
     if engines:
+        engine = np.asarray(features["engine"]).astype(str)
         flag(
-            ~features["engine"].astype(str).isin(engines).to_numpy(),
+            ~np.isin(engine, sorted(engines)),
             lambda i: (
-                f"engine {features['engine'].iloc[i]!r} not seen in training "
-                f"({', '.join(sorted(engines))})"
+                f"engine {str(engine[i])!r} not seen in training ({', '.join(sorted(engines))})"
             ),
         )
     for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
-        if column in features.columns:
-            flag(
-                ~features[column].fillna(True).astype(bool).to_numpy(),
-                f"{kind} described by its specs, not in the catalogue",
-            )
+        if column in features:
+            known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
+            flag(~known, f"{kind} described by its specs, not in the catalogue")
     return ["; ".join(n) for n in notes]

@@ -1,14 +1,22 @@
 """Physics features of an (LLM, GPU, workload) triple — pure functions of DataFrames.
 
 The same functions build the training matrix and the served model's input, so training and
-serving cannot drift apart.
+serving cannot drift apart. They work on columns held as numpy arrays (``Columns``) and frame
+the result once: pandas' per-column overhead (alignment, copies, dtype checks) cost about 30 ms
+for a one-row query, twenty times the arithmetic. ``build_features`` is the DataFrame face of
+``feature_columns``, which the served model calls directly.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import physics
 from wattgpu.modeling.physics import ENGINE_MAX_BATCH
@@ -33,6 +41,9 @@ ITL_STATISTICS = ("median", "mean", "with_prefill")
 DEFAULT_ITL_STATISTIC = "median"
 # Share of the memory left after the weights that an engine gives to the KV cache.
 KV_CACHE_MEMORY_SHARE = 0.9
+
+# Columns of a frame as arrays: what the functions below pass to each other.
+Columns = dict[str, np.ndarray]
 
 BYTES_PER_PARAM = {
     "float32": 4.0,
@@ -117,49 +128,81 @@ RAW_GPU_SPECS = (
 )
 
 
+def columns_of(frame: pd.DataFrame | Mapping[str, Any]) -> Columns:
+    """A frame's (or a mapping's) columns as numpy arrays (no copy where pandas allows)."""
+    names = frame.columns if isinstance(frame, pd.DataFrame) else frame
+    return {str(c): np.asarray(frame[c]) for c in names}
+
+
+def _floats(values: Any) -> np.ndarray:
+    """A column as floats (blank -> NaN), like ``Series.astype(float)``."""
+    array = np.asarray(values)
+    return array if array.dtype == np.float64 else array.astype(float)
+
+
+def _filled(values: np.ndarray, default: Any) -> np.ndarray:
+    """``values`` with blanks (None, NaN) replaced by ``default`` (an array or a scalar)."""
+    return np.where(pd.isna(values), default, values)
+
+
+def _map_unique(values: np.ndarray, func: Callable[[Any], Any], dtype: Any) -> np.ndarray:
+    """``func`` applied once per distinct value, then spread back over the rows."""
+    codes, uniques = unique_codes(values)
+    mapped = np.empty(len(uniques), dtype=dtype)
+    mapped[:] = [func(u) for u in uniques]
+    return mapped[codes]
+
+
+def _get(columns: Mapping[str, np.ndarray], name: str, n: int) -> np.ndarray:
+    """A column, or NaNs when the frame has none."""
+    return columns[name] if name in columns else np.full(n, np.nan)
+
+
+def _length(columns: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(columns.values()))) if columns else 0
+
+
 def attach_specs(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """Add the catalogue's GPU (``gpu_*``) and LLM (``llm_*``) columns to rows with canonical names.
 
     Spec columns already present on a row (a query describing an uncatalogued GPU or LLM) win
     over the catalogue's; rows whose names are not in the catalogue keep only what they carry.
     """
-    # Columns gathered in a dict and framed once: ~40 DataFrame insertions would dominate
-    # the time of a one-row query.
-    columns = {c: frame[c] for c in frame.columns}
-    for key, specs in (("gpu", catalog.gpu_specs), ("model", catalog.llm_specs)):
-        looked_up = specs.reindex(frame[key].to_numpy())
-        looked_up.index = frame.index
-        for column in looked_up.columns:
-            given = columns.get(column)
-            columns[column] = (
-                looked_up[column]
-                if given is None
-                else given.where(given.notna(), looked_up[column])
-            )
+    columns = _attach_specs(columns_of(frame), catalog)
     return pd.DataFrame(columns, index=frame.index)
+
+
+def _attach_specs(columns: Mapping[str, np.ndarray], catalog: Catalog) -> Columns:
+    out = dict(columns)
+    for key, kind in (("gpu", "gpu"), ("model", "llm")):
+        for column, looked_up in catalog.spec_arrays(kind, columns[key]).items():
+            given = out.get(column)
+            out[column] = looked_up if given is None else _filled(given, looked_up)
+    return out
 
 
 def fill_workload_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill the workload fields a query may omit with the documented defaults."""
-    out = frame.copy()
-    defaults = {
-        "input_tokens": DEFAULT_INPUT_TOKENS,
-        "output_tokens": DEFAULT_OUTPUT_TOKENS,
-        "engine": DEFAULT_ENGINE,
-        "num_gpus": DEFAULT_NUM_GPUS,
-        "dtype": DEFAULT_DTYPE,
-    }
-    for column, default in defaults.items():
-        if column not in out.columns:
-            out[column] = default
-        else:
-            out[column] = out[column].where(out[column].notna(), default)
+    return pd.DataFrame(_workload_defaults(columns_of(frame)), index=frame.index)
+
+
+def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
+    """See ``fill_workload_defaults``."""
+    out = dict(columns)
+    n = _length(columns)
+    for column, default in (
+        ("input_tokens", DEFAULT_INPUT_TOKENS),
+        ("output_tokens", DEFAULT_OUTPUT_TOKENS),
+        ("engine", DEFAULT_ENGINE),
+        ("num_gpus", DEFAULT_NUM_GPUS),
+        ("dtype", DEFAULT_DTYPE),
+    ):
+        out[column] = np.full(n, default, dtype=object if isinstance(default, str) else float)
+        if column in columns:
+            out[column] = _filled(columns[column], default)
     for column in ("request_rate_rps", "batch_size"):
-        if column not in out.columns:
-            out[column] = np.nan
-    out["request_rate_rps"] = out["request_rate_rps"].astype(float)
-    out["batch_size"] = out["batch_size"].astype(float)
-    out["engine_year"] = engine_year(out)
+        out[column] = _floats(_get(columns, column, n))
+    out["engine_year"] = _engine_year(columns, n)
     return out
 
 
@@ -175,16 +218,21 @@ def engine_year(frame: pd.DataFrame) -> pd.Series:
     name of the source's data ``family`` (the reference data names its generations so, e.g.
     ``v2_vllm_batch_2024``); the year of the source file's ``data_commit_date``.
     """
-    blank = pd.Series(np.nan, index=frame.index)
-    year = pd.to_numeric(frame.get("engine_year", blank), errors="coerce").astype(float)
+    return pd.Series(_engine_year(columns_of(frame), len(frame)), index=frame.index)
+
+
+def _engine_year(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    year = pd.to_numeric(_get(columns, "engine_year", n), errors="coerce").astype(float)
+    # Only measurement files carry these (a query has none): the slow text path runs in training.
     for column, pattern in (
         ("measured_at", r"^\s*((?:19|20)\d\d)"),
         ("family", r"_((?:19|20)\d\d)$"),
         ("data_commit_date", r"^\s*((?:19|20)\d\d)"),
     ):
-        if column in frame.columns:
-            year = year.fillna(_year(frame[column], pattern))
-    return year.fillna(DEFAULT_ENGINE_YEAR)
+        if column in columns:
+            found = _year(pd.Series(columns[column]), pattern).to_numpy()
+            year = np.where(np.isnan(year), found, year)
+    return np.where(np.isnan(year), DEFAULT_ENGINE_YEAR, year)
 
 
 def itl_statistic(kind: pd.Series) -> pd.Series:
@@ -194,20 +242,29 @@ def itl_statistic(kind: pd.Series) -> pd.Series:
     divided by a length, is ``with_prefill``; "median" is ``median``; "mean"/"TPOT" is ``mean``;
     anything else (and blank) is ``DEFAULT_ITL_STATISTIC``.
     """
-    text = kind.astype("object").fillna("").astype(str).str.lower()
-    known = text.where(text.isin(ITL_STATISTICS))
-    prefill = text.str.contains("prefill") | text.str.contains(r"latency\s*/", regex=True)
-    out = np.select(
-        [known.notna(), prefill, text.str.contains("median"), text.str.contains("mean|tpot")],
-        [known, "with_prefill", "median", "mean"],
-        default=DEFAULT_ITL_STATISTIC,
-    )
-    return pd.Series(out, index=kind.index, dtype=object)
+    return pd.Series(_map_unique(kind.to_numpy(), _one_itl_statistic, object), index=kind.index)
+
+
+def _one_itl_statistic(kind: Any) -> str:
+    text = "" if pd.isna(kind) else str(kind).lower()
+    if text in ITL_STATISTICS:
+        return text
+    if "prefill" in text or re.search(r"latency\s*/", text):
+        return "with_prefill"
+    if "median" in text:
+        return "median"
+    if re.search("mean|tpot", text):
+        return "mean"
+    return DEFAULT_ITL_STATISTIC
 
 
 def bytes_per_param(dtype: pd.Series) -> pd.Series:
     """Bytes per weight for a precision name; unknown or blank means 16-bit."""
-    return dtype.astype(str).str.lower().map(BYTES_PER_PARAM).fillna(2.0).astype(float)
+    return pd.Series(_bytes_per_param(dtype.to_numpy()), index=dtype.index)
+
+
+def _bytes_per_param(dtype: np.ndarray) -> np.ndarray:
+    return _map_unique(dtype, lambda d: BYTES_PER_PARAM.get(str(d).lower(), 2.0), float)
 
 
 def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
@@ -217,42 +274,49 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     token once at full memory bandwidth of all GPUs; ``compute_latency_s``: 2 FLOP per active
     parameter at FP16 tensor peak; ``kv_bytes_per_token``: K and V, 16-bit, every KV layer.
     """
-    out = fill_workload_defaults(frame)
-    num_gpus = out["num_gpus"].astype(float).clip(lower=1.0)
-    bpp = bytes_per_param(out["dtype"])
-    out["bytes_per_param"] = bpp
-    params = out["llm_params_b"].astype(float) * 1e9
-    active = out["llm_active_params_b"].astype(float).fillna(out["llm_params_b"]) * 1e9
-    bandwidth = out["gpu_memory_bandwidth_gb_s"].astype(float) * 1e9
-    flops = out["gpu_fp16_tensor_tflops"].astype(float) * 1e12
+    return pd.DataFrame(_physics(columns_of(frame)), index=frame.index)
 
-    out["log_params"] = np.log10(params)
-    out["weight_bytes"] = params * bpp
-    out["weight_bytes_per_gpu"] = out["weight_bytes"] / num_gpus
-    out["bandwidth_latency_s"] = active * bpp / (bandwidth * num_gpus)
-    out["compute_latency_s"] = 2.0 * active / (flops * num_gpus)
-    kv_layers = out.get("llm_num_kv_layers", out["llm_num_layers"])
-    kv_layers = kv_layers.astype(float).fillna(out["llm_num_layers"].astype(float))
-    out["kv_bytes_per_token"] = (
-        2.0
-        * out["llm_num_kv_heads"].astype(float)
-        * out["llm_head_dim"].astype(float)
-        * 2.0
-        * kv_layers
+
+def _physics(columns: Mapping[str, np.ndarray]) -> Columns:
+    out = _workload_defaults(columns)
+    n = _length(out)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        num_gpus = np.maximum(_floats(out["num_gpus"]), 1.0)
+        bpp = _bytes_per_param(out["dtype"])
+        out["bytes_per_param"] = bpp
+        params_b = _floats(out["llm_params_b"])
+        params = params_b * 1e9
+        active = _filled(_floats(out["llm_active_params_b"]), params_b) * 1e9
+        bandwidth = _floats(out["gpu_memory_bandwidth_gb_s"]) * 1e9
+        flops = _floats(out["gpu_fp16_tensor_tflops"]) * 1e12
+        out["log_params"] = np.log10(params)
+        out["weight_bytes"] = params * bpp
+        out["weight_bytes_per_gpu"] = out["weight_bytes"] / num_gpus
+        out["bandwidth_latency_s"] = active * bpp / (bandwidth * num_gpus)
+        out["compute_latency_s"] = 2.0 * active / (flops * num_gpus)
+        layers = _floats(out["llm_num_layers"])
+        kv_layers = _filled(_floats(out.get("llm_num_kv_layers", layers)), layers)
+        kv_heads, head_dim = _floats(out["llm_num_kv_heads"]), _floats(out["llm_head_dim"])
+        out["kv_bytes_per_token"] = 2.0 * kv_heads * head_dim * 2.0 * kv_layers
+        total_memory = _floats(out["gpu_memory_gb"]) * 1e9 * num_gpus
+        out["free_memory_gb"] = (total_memory - out["weight_bytes"]) / 1e9
+        out["fits_in_memory"] = (out["free_memory_gb"] > 0).astype(float)
+        tokens_per_seq = _floats(out["input_tokens"]) + _floats(out["output_tokens"])
+        kv_per_seq = out["kv_bytes_per_token"] * tokens_per_seq
+        kv_per_seq = np.where(kv_per_seq == 0.0, np.nan, kv_per_seq)
+        free = np.maximum(out["free_memory_gb"], 0.0)  # NaN stays NaN, as in Series.clip
+        max_seqs = (free * 1e9 * KV_CACHE_MEMORY_SHARE) / kv_per_seq
+        max_seqs = np.where(np.isnan(max_seqs), ENGINE_MAX_BATCH * 16, max_seqs)
+        out["max_concurrent_seqs"] = np.minimum(max_seqs, 1e5)
+        boost = _floats(_get(out, "gpu_boost_clock_mhz", n))
+        out["clock_ratio"] = boost / _floats(_get(out, "gpu_base_clock_mhz", n))
+    kind = out.get("itl_kind")
+    out["itl_statistic"] = (
+        np.full(n, DEFAULT_ITL_STATISTIC, dtype=object)
+        if kind is None
+        else _map_unique(kind, _one_itl_statistic, object)
     )
-    total_memory = out["gpu_memory_gb"].astype(float) * 1e9 * num_gpus
-    out["free_memory_gb"] = (total_memory - out["weight_bytes"]) / 1e9
-    out["fits_in_memory"] = (out["free_memory_gb"] > 0).astype(float)
-    tokens_per_seq = out["input_tokens"].astype(float) + out["output_tokens"].astype(float)
-    kv_per_seq = (out["kv_bytes_per_token"] * tokens_per_seq).replace(0.0, np.nan)
-    max_seqs = (out["free_memory_gb"].clip(lower=0.0) * 1e9 * KV_CACHE_MEMORY_SHARE) / kv_per_seq
-    out["max_concurrent_seqs"] = max_seqs.fillna(ENGINE_MAX_BATCH * 16).clip(upper=1e5)
-    out["clock_ratio"] = out["gpu_boost_clock_mhz"].astype(float) / out[
-        "gpu_base_clock_mhz"
-    ].astype(float)
-    kind = out["itl_kind"] if "itl_kind" in out.columns else pd.Series(np.nan, index=out.index)
-    out["itl_statistic"] = itl_statistic(kind)
-    return with_prior(out)
+    return _with_prior(out)
 
 
 def with_prior(
@@ -271,23 +335,36 @@ def with_prior(
     decoding at once by Little's law at its request rate, so that a server and an offline batch
     with the same load look alike to the trees.
     """
-    out = frame.copy()
-    prior = physics.predict(out, constants)
-    out["prior_power_w"] = prior["power_w"].to_numpy()
-    out["prior_itl_s"] = prior["itl_s"].to_numpy()
-    out["concurrency"] = concurrency(out, prior["concurrency"])
+    columns = _with_prior(columns_of(frame), constants, floors)
+    return pd.DataFrame(columns, index=frame.index)
+
+
+def _with_prior(
+    columns: Mapping[str, np.ndarray],
+    constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
+    floors: dict[str, float] | None = None,
+) -> Columns:
+    out = dict(columns)
+    prior = physics.predict_columns(out, constants)
+    out["prior_power_w"] = prior["power_w"]
+    out["prior_itl_s"] = prior["itl_s"]
+    out["concurrency"] = _concurrency(out, prior["concurrency"])
     floors = physics.DEFAULT_ENGINE_FLOORS if floors is None else floors
-    per_layer = out["engine"].astype("object").map(floors).astype(float).fillna(0.0)
-    out["cpu_floor_s"] = per_layer * out["llm_num_layers"].astype(float).fillna(0.0)
-    step = np.maximum(out["prior_itl_s"], out["cpu_floor_s"])
-    tdp = out["gpu_tdp_w"].astype(float)
-    idle = constants.idle_fraction * tdp
-    busy = out["prior_itl_s"] / step
-    out["prior_power_cpu_w"] = idle + (out["prior_power_w"] - idle) * busy
-    out["log_prior_power_tdp"] = np.log(out["prior_power_w"] / tdp.where(tdp > 0))
-    out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
-    out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / tdp.where(tdp > 0))
-    out["log_prior_itl_cpu_s"] = np.log(step)
+    per_layer = _map_unique(out["engine"], lambda e: floors.get(e, np.nan), float)
+    per_layer = np.where(np.isnan(per_layer), 0.0, per_layer)
+    layers = _floats(out["llm_num_layers"])
+    out["cpu_floor_s"] = per_layer * np.where(np.isnan(layers), 0.0, layers)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step = np.maximum(out["prior_itl_s"], out["cpu_floor_s"])
+        tdp = _floats(out["gpu_tdp_w"])
+        idle = constants.idle_fraction * tdp
+        busy = out["prior_itl_s"] / step
+        out["prior_power_cpu_w"] = idle + (out["prior_power_w"] - idle) * busy
+        positive_tdp = np.where(tdp > 0, tdp, np.nan)
+        out["log_prior_power_tdp"] = np.log(out["prior_power_w"] / positive_tdp)
+        out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
+        out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
+        out["log_prior_itl_cpu_s"] = np.log(step)
     return out
 
 
@@ -297,14 +374,21 @@ def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series) -> pd.Series
     Offline: the batch (the engine's cap when blank). Server: ``server_concurrency`` (the
     analytical model's Little's-law answer), at least 1.
     """
-    engine_batch = np.minimum(ENGINE_MAX_BATCH, frame["max_concurrent_seqs"].clip(lower=1.0))
-    offline = frame["batch_size"].astype(float).fillna(engine_batch)
-    server = server_concurrency.clip(lower=1.0)
-    return offline.where(frame["scenario"] == "offline", server).astype(float)
+    values = _concurrency(columns_of(frame), np.asarray(server_concurrency, dtype=float))
+    return pd.Series(values, index=frame.index)
+
+
+def _concurrency(columns: Mapping[str, np.ndarray], server_concurrency: np.ndarray) -> np.ndarray:
+    engine_batch = np.minimum(ENGINE_MAX_BATCH, np.maximum(columns["max_concurrent_seqs"], 1.0))
+    offline = _filled(_floats(columns["batch_size"]), engine_batch)
+    server = np.maximum(server_concurrency, 1.0)
+    return np.where(columns["scenario"] == "offline", offline, server).astype(float)
 
 
 def feature_matrix(
-    frame: pd.DataFrame, target: str | None = None, without: tuple[str, ...] = ()
+    frame: pd.DataFrame | Mapping[str, np.ndarray],
+    target: str | None = None,
+    without: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """The model input: categoricals as strings ("missing" for blanks), numerics as floats.
 
@@ -312,21 +396,53 @@ def feature_matrix(
     how a data set reported its ITL says nothing about power, but would tell the trees which data
     set a row comes from. Columns named in ``without`` are left out.
     """
-    columns: dict[str, pd.Series] = {}
-    blank = pd.Series(np.nan, index=frame.index)
+    index = frame.index if isinstance(frame, pd.DataFrame) else None
+    return pd.DataFrame(matrix_columns(frame, target, without), index=index)
+
+
+def matrix_columns(
+    frame: pd.DataFrame | Mapping[str, np.ndarray],
+    target: str | None = None,
+    without: tuple[str, ...] = (),
+) -> Columns:
+    """The columns of ``feature_matrix``, in its order, as arrays."""
+    columns = frame if not isinstance(frame, pd.DataFrame) else None
+    n = len(frame) if columns is None else _length(columns)
+
+    def get(name: str) -> np.ndarray:
+        if columns is None:
+            return frame[name].to_numpy() if name in frame.columns else np.full(n, np.nan)
+        return _get(columns, name, n)
+
+    out: Columns = {}
     for column in CATEGORICAL_FEATURES:
-        values = frame[column] if column in frame.columns else blank
+        if column in without:
+            continue
         if target not in (None, "itl") and column in ITL_ONLY_FEATURES:
-            values = pd.Series(DEFAULT_ITL_STATISTIC, index=frame.index)
-        columns[column] = values.astype("object").where(values.notna(), "missing").astype(str)
+            out[column] = np.full(n, DEFAULT_ITL_STATISTIC, dtype=object)
+        else:
+            out[column] = _map_unique(get(column), _category, object)
     for column in NUMERIC_FEATURES:
-        values = frame[column] if column in frame.columns else blank
-        columns[column] = pd.to_numeric(values, errors="coerce").astype(float)
-    for column in without:
-        columns.pop(column)
-    return pd.DataFrame(columns, index=frame.index)
+        if column not in without:
+            values = get(column)
+            out[column] = (
+                values
+                if values.dtype == np.float64
+                else pd.to_numeric(values, errors="coerce").astype(float)
+            )
+    return out
+
+
+def _category(value: Any) -> str:
+    return "missing" if pd.isna(value) else str(value)
+
+
+def feature_columns(columns: Mapping[str, np.ndarray], catalog: Catalog) -> Columns:
+    """``build_features`` on columns: catalogue specs joined, physics features and prior added."""
+    return _physics(_attach_specs(columns, catalog))
 
 
 def build_features(measurements: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """Join catalogue specs to rows with canonical names and add the physics features."""
-    return physics_features(attach_specs(measurements, catalog))
+    columns = feature_columns(columns_of(measurements), catalog)
+    return pd.DataFrame(columns, index=measurements.index)

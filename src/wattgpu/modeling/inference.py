@@ -1,7 +1,7 @@
 """Answering prediction queries: check -> features -> model -> interval and warnings.
 
 The one code path behind the served pyfunc, ``wattgpu predict`` and ``wattgpu recommend``; it
-calls the same feature function as training.
+calls the same feature function as training (on columns, without framing them: see features).
 """
 
 from __future__ import annotations
@@ -13,16 +13,26 @@ import pandas as pd
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import models
-from wattgpu.modeling.domain import domain_warnings
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.queries import check_queries
+from wattgpu.modeling.domain import cannot_run, domain_warnings
+from wattgpu.modeling.features import feature_columns
+from wattgpu.modeling.queries import check_query_columns
 from wattgpu.modeling.targets import REPORT_SCALE, UNIT
 from wattgpu.modeling.uncertainty import IntervalModel, interval
 
+# The load of each query, echoed in the answer so that rows are told apart (after defaults:
+# what the prediction assumed; batch_size stays blank where the engine chooses).
+LOAD_COLUMNS = (
+    "request_rate_rps",
+    "batch_size",
+    "input_tokens",
+    "output_tokens",
+    "num_gpus",
+)
 OUTPUT_COLUMNS = (
     "gpu",
     "model",
     "scenario",
+    *LOAD_COLUMNS,
     "target",
     "prediction",
     "lower",
@@ -30,6 +40,7 @@ OUTPUT_COLUMNS = (
     "unit",
     "warnings",
 )
+FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper")
 
 
 def predict_queries(
@@ -51,29 +62,36 @@ def predict_queries(
         queries: rows with ``gpu``, ``model``, ``scenario`` and optional workload/spec columns.
 
     Returns:
-        One row per query: canonical names, the prediction with its interval (W or ms), the unit
-        and a ``; ``-joined warning string.
+        One row per query (``OUTPUT_COLUMNS``): canonical names, the load, the prediction with
+        its interval (W or ms), the unit and a ``; ``-joined warning string. A configuration
+        that cannot run (weights and one sequence's KV cache do not fit) gets NaN as prediction
+        and interval, and the reason in ``warnings``.
 
     Raises:
         QueryError: a row is invalid (names the row and the field).
 
     """
-    clean = check_queries(queries, catalog)
-    rows = build_features(clean, catalog)
-    value = models.predict(target, model, rows)
+    return pd.DataFrame(answer_columns(target, model, bounds, catalog, metadata, queries))
+
+
+def answer_columns(
+    target: str,
+    model: Any,
+    bounds: IntervalModel,
+    catalog: Catalog,
+    metadata: dict[str, Any],
+    queries: pd.DataFrame,
+) -> dict[str, Any]:
+    """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
+    rows = feature_columns(check_query_columns(queries, catalog), catalog)
+    value = np.asarray(models.predict(target, model, rows), dtype=float)
     lower, upper = interval(bounds, rows, value)
     scale = REPORT_SCALE[target]
-    return pd.DataFrame(
-        {
-            "gpu": rows["gpu"].to_numpy(),
-            "model": rows["model"].to_numpy(),
-            "scenario": rows["scenario"].to_numpy(),
-            "target": target,
-            "prediction": np.asarray(value, float) * scale,
-            "lower": lower * scale,
-            "upper": upper * scale,
-            "unit": UNIT[target],
-            "warnings": domain_warnings(rows, metadata["domain"]),
-        },
-        columns=list(OUTPUT_COLUMNS),
-    )
+    unrunnable = cannot_run(rows)
+    answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
+    answer["target"] = np.full(len(value), target, dtype=object)
+    for column, values in (("prediction", value), ("lower", lower), ("upper", upper)):
+        answer[column] = np.where(unrunnable, np.nan, values * scale)
+    answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
+    answer["warnings"] = domain_warnings(rows, metadata["domain"])
+    return {column: answer[column] for column in OUTPUT_COLUMNS}

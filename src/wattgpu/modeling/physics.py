@@ -27,7 +27,9 @@ few constants fitted to real measurements (``bench/simulator_fidelity.py``). Per
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,16 +117,33 @@ FALLBACK_SPECS = {
 MAX_PREFILL_SHARE = 0.95
 
 
-def _values(rows: pd.DataFrame, column: str, default: float, positive: bool = False) -> np.ndarray:
+def _values(
+    rows: Mapping[str, Any], column: str, default: float, positive: bool = False
+) -> np.ndarray:
     """Return a float column; missing, non-finite, negative (zero if ``positive``) -> default."""
-    if column not in rows.columns:
-        return np.full(len(rows), default, dtype=float)
-    values = pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
+    if column not in rows:
+        return np.full(_length(rows), default, dtype=float)
+    values = np.asarray(rows[column])
+    if values.dtype != np.float64:
+        values = np.asarray(pd.to_numeric(values, errors="coerce"), dtype=float)
     ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
     return np.where(ok, values, default)
 
 
+def _length(rows: Mapping[str, Any]) -> int:
+    if isinstance(rows, pd.DataFrame):
+        return len(rows)
+    return len(next(iter(rows.values()))) if rows else 0
+
+
 def predict(rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS) -> pd.DataFrame:
+    """``predict_columns`` as a frame with the rows' index (see there)."""
+    return pd.DataFrame(predict_columns(rows, constants), index=rows.index)
+
+
+def predict_columns(
+    rows: pd.DataFrame | Mapping[str, Any], constants: PhysicalConstants = DEFAULT_CONSTANTS
+) -> dict[str, np.ndarray]:
     """Mean board power per GPU and per-request ITL of each row, from specs and workload alone.
 
     Args:
@@ -135,12 +154,12 @@ def predict(rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
         constants: the model's constants.
 
     Returns:
-        A frame with the rows' index: ``power_w``, ``itl_s``, ``concurrency`` (sequences
+        Arrays: ``power_w``, ``itl_s``, ``concurrency`` (sequences
         decoding), ``throughput_tok_s`` (all positive and finite) and ``ttft_s`` (NaN offline).
 
     """
     c = constants
-    n = len(rows)
+    n = _length(rows)
     gpus = np.maximum(_values(rows, "num_gpus", 1.0), 1.0)
     params = _values(rows, "llm_params_b", FALLBACK_SPECS["llm_params_b"], positive=True) * 1e9
     active = _values(rows, "llm_active_params_b", np.nan, positive=True) * 1e9
@@ -159,7 +178,7 @@ def predict(rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
     cap = np.maximum(_values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
     batch = _values(rows, "batch_size", np.nan, positive=True)
     rate = _values(rows, "request_rate_rps", 0.0)
-    server = (rows["scenario"] == "server").to_numpy() if "scenario" in rows else np.zeros(n, bool)
+    server = np.asarray(rows["scenario"] == "server") if "scenario" in rows else np.zeros(n, bool)
 
     # t(M) = max(mem_a + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M
     mem_a = weight_bytes / bandwidth
@@ -210,13 +229,10 @@ def predict(rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
     decoding = np.where(free, n_free, m_full)
     idle = c.idle_fraction * tdp
     ttft = prefill / np.where(free, np.maximum(1.0 - prefill_share, 1e-9), 1.0) + itl
-    return pd.DataFrame(
-        {
-            "power_w": idle + (tdp - idle) * load,
-            "itl_s": itl,
-            "concurrency": decoding,
-            "throughput_tok_s": np.maximum(decoding, 1e-9) / itl,
-            "ttft_s": np.where(server, ttft, np.nan),
-        },
-        index=rows.index,
-    )
+    return {
+        "power_w": idle + (tdp - idle) * load,
+        "itl_s": itl,
+        "concurrency": decoding,
+        "throughput_tok_s": np.maximum(decoding, 1e-9) / itl,
+        "ttft_s": np.where(server, ttft, np.nan),
+    }

@@ -1,34 +1,104 @@
 """Checking prediction queries: one row per (GPU, LLM, workload) asked about.
 
 The model server is lenient (it turns ``null`` into NaN and ignores unknown columns), so every
-rule a query must follow is checked here, and each failure names the row and the field and says
-what is allowed. Pure functions: a query frame and the catalogue in, a clean frame out.
+rule a query must follow is checked here, before any prediction, and each failure names the
+row and the field and says what is allowed. Every number has a type (a boolean or a string is
+not a number; counts are whole) and a physical range (``RANGES``). Pure functions: a query frame
+and the catalogue in, clean columns out. Checks run per column on numpy arrays, and per distinct
+value for names and text, so a 100,000-row request costs milliseconds, not a Python loop per cell.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from numbers import Number
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
+from wattgpu.modeling.features import BYTES_PER_PARAM, Columns
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
-# (field, smallest allowed value, must be a whole number)
-WORKLOAD_FIELDS = (
-    ("request_rate_rps", 0.0, False),
-    ("batch_size", 1.0, True),
-    ("input_tokens", 1.0, True),
-    ("output_tokens", 1.0, True),
-    ("num_gpus", 1.0, True),
-    ("engine_year", 2000.0, True),
-)
 TEXT_FIELDS = ("engine", "dtype")
+# Longest name or text value accepted: longer is a mistake, and would be echoed in the answer.
+MAX_TEXT_LENGTH = 200
+# Longest bad value quoted back in a message.
+MAX_SHOWN = 60
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field may take.
+
+    Attributes:
+        low: the smallest allowed value (excluded when ``low_open``).
+        high: the largest allowed value.
+        whole: whether the value must be a whole number.
+        unit: the unit, for the message.
+        low_open: ``low`` itself is not allowed (e.g. parameters > 0).
+
+    """
+
+    low: float
+    high: float
+    whole: bool = False
+    unit: str = ""
+    low_open: bool = False
+
+    def describe(self) -> str:
+        """The allowed values in words, e.g. 'a whole number from 1 to 65536'."""
+        kind = "a whole number" if self.whole else "a number"
+        unit = f" {self.unit}" if self.unit else ""
+        if self.low_open:
+            return f"{kind} greater than {self.low:g} and at most {self.high:g}{unit}"
+        return f"{kind} from {self.low:g} to {self.high:g}{unit}"
+
+
+# Physical bounds: generous (a GPU or LLM of the next years fits), but a number outside them is
+# a typo or a unit mistake (watts for kilowatts, bytes for GB), never a real configuration.
+WORKLOAD_RANGES = {
+    "request_rate_rps": Range(0.0, 10_000.0, unit="requests/s", low_open=True),
+    "batch_size": Range(1, 65_536, whole=True),
+    "input_tokens": Range(1, 10_000_000, whole=True),
+    "output_tokens": Range(1, 10_000_000, whole=True),
+    "num_gpus": Range(1, 1_024, whole=True),
+    "engine_year": Range(2000, 2100, whole=True),
+}
+GPU_RANGES = {
+    "gpu_release_year": Range(1990, 2100, whole=True),
+    "gpu_memory_gb": Range(1, 1_024, unit="GB"),
+    "gpu_memory_bandwidth_gb_s": Range(50, 20_000, unit="GB/s"),
+    "gpu_fp16_tensor_tflops": Range(1, 100_000, unit="TFLOPS"),
+    "gpu_fp32_tflops": Range(0.1, 100_000, unit="TFLOPS"),
+    "gpu_tdp_w": Range(10, 2_000, unit="W"),
+    "gpu_base_clock_mhz": Range(100, 10_000, unit="MHz"),
+    "gpu_boost_clock_mhz": Range(100, 10_000, unit="MHz"),
+    "gpu_sm_count": Range(1, 10_000, whole=True),
+    "gpu_l2_cache_mb": Range(0, 10_000, unit="MB"),
+    "gpu_transistors_m": Range(1, 10_000_000, unit="million"),
+    "gpu_process_nm": Range(1, 1_000, unit="nm"),
+}
+LLM_RANGES = {
+    "llm_params_b": Range(0, 100_000, unit="billion", low_open=True),
+    "llm_active_params_b": Range(0, 100_000, unit="billion", low_open=True),
+    "llm_num_layers": Range(1, 10_000, whole=True),
+    "llm_num_kv_layers": Range(1, 10_000, whole=True),
+    "llm_hidden_size": Range(1, 1_000_000, whole=True),
+    "llm_num_attention_heads": Range(1, 10_000, whole=True),
+    "llm_num_kv_heads": Range(1, 10_000, whole=True),
+    "llm_head_dim": Range(1, 100_000, whole=True),
+    "llm_intermediate_size": Range(1, 10_000_000, whole=True),
+    "llm_vocab_size": Range(1, 100_000_000, whole=True),
+    "llm_max_position_embeddings": Range(1, 1_000_000_000, whole=True),
+}
+RANGES = {**WORKLOAD_RANGES, **GPU_RANGES, **LLM_RANGES}
+# Kept for callers that list the workload fields with their smallest value and wholeness.
+WORKLOAD_FIELDS = tuple((f, r.low, r.whole) for f, r in WORKLOAD_RANGES.items())
 # What describes a GPU or an LLM that is not in the catalogue: the physics features need these.
 GPU_SPEC_REQUIRED = (
     "gpu_memory_bandwidth_gb_s",
@@ -49,74 +119,92 @@ GPU_TEXT_SPEC_FIELDS = ("gpu_architecture", "gpu_memory_type", "gpu_form_factor"
 LLM_TEXT_SPEC_FIELDS = ("llm_family", "llm_arch")
 ALL_FIELDS = (
     *REQUIRED_FIELDS,
-    *(f for f, _, _ in WORKLOAD_FIELDS),
+    *WORKLOAD_RANGES,
     *TEXT_FIELDS,
     *GPU_SPEC_FIELDS,
     *GPU_TEXT_SPEC_FIELDS,
     *LLM_SPEC_FIELDS,
     *LLM_TEXT_SPEC_FIELDS,
 )
-NUMERIC_FIELDS = (*(f for f, _, _ in WORKLOAD_FIELDS), *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
+NUMERIC_FIELDS = (*WORKLOAD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
+DTYPES = tuple(BYTES_PER_PARAM)
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+def show(value: Any) -> str:
+    """``repr(value)``, cut to ``MAX_SHOWN`` characters: a message never echoes a whole input."""
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    return text if len(text) <= MAX_SHOWN else f"{text[: MAX_SHOWN - 5]}...{text[-2:]}"
 
 
-def _number(value: Any, field: str, row: int, minimum: float, whole: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, Number | np.number):
-        raise QueryError(f"{field} must be a number; got {value!r}", field, row)
-    number = float(value)
-    if not math.isfinite(number):
-        raise QueryError(f"{field} must be a finite number; got {value!r}", field, row)
-    if number < minimum:
-        raise QueryError(f"{field} must be at least {minimum:g}; got {value!r}", field, row)
-    if whole and not number.is_integer():
-        raise QueryError(f"{field} must be a whole number; got {value!r}", field, row)
-    return number
+def _first(mask: np.ndarray) -> int | None:
+    """The first row where ``mask`` holds, or None."""
+    return int(mask.argmax()) if mask.any() else None
 
 
-def _text(value: Any, field: str, row: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise QueryError(f"{field} must be a non-empty string; got {value!r}", field, row)
-    return value.strip()
+def _numbers(values: np.ndarray, field: str) -> np.ndarray:
+    """A column as floats (blank -> NaN), refusing booleans, strings and other non-numbers."""
+    if values.dtype.kind in "fiu":
+        return values.astype(float)
+    if values.dtype.kind == "b":
+        raise QueryError(f"{field} must be a number; got {show(bool(values[0]))}", field, 0)
+    out = np.empty(len(values))
+    for row, value in enumerate(values):
+        if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+            out[row] = np.nan
+        elif isinstance(value, bool | np.bool_) or not isinstance(value, Number | np.number):
+            raise QueryError(f"{field} must be a number; got {show(value)}", field, row)
+        else:
+            try:
+                out[row] = float(value)
+            except (TypeError, ValueError, OverflowError):
+                raise QueryError(
+                    f"{field} must be a number; got {show(value)}", field, row
+                ) from None
+    return out
 
 
-def _resolve(
-    kind: str,
-    name: str,
-    record: dict[str, Any],
-    row: int,
-    catalog: Catalog,
-    required: tuple[str, ...],
-) -> tuple[str, bool]:
-    """Return (name to use, whether it is in the catalogue) or raise with close matches."""
-    found = catalog.find_gpu(name) if kind == "gpu" else catalog.find_llm(name)
-    if found is not None:
-        return found, True
-    missing = [f for f in required if _blank(record.get(f))]
-    if not missing:
-        return name, False
-    suggestions = catalog.suggest(name, catalog.gpus if kind == "gpu" else catalog.llms)
-    hint = f"; closest: {', '.join(suggestions)}" if suggestions else ""
-    label = "GPU" if kind == "gpu" else "LLM"
-    raise QueryError(
-        f"{kind} {name!r} is not in the catalogue{hint}; give a catalogue name or describe the "
-        f"{label} with {', '.join(required)} (missing: {', '.join(missing)})",
-        kind,
-        row,
-    )
+def _check_range(numbers: np.ndarray, field: str, values: np.ndarray) -> None:
+    rule = RANGES[field]
+    given = ~np.isnan(numbers)
+    row = _first(given & ~np.isfinite(numbers))
+    if row is not None:
+        raise QueryError(f"{field} must be a finite number; got {show(values[row])}", field, row)
+    low_bad = numbers <= rule.low if rule.low_open else numbers < rule.low
+    bad = given & (low_bad | (numbers > rule.high))
+    if rule.whole:
+        bad |= given & (np.mod(numbers, 1.0) != 0)
+    row = _first(bad)
+    if row is not None:
+        raise QueryError(f"{field} must be {rule.describe()}; got {show(values[row])}", field, row)
 
 
-def check_queries(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
-    """Validate query rows and return them with canonical names and typed columns.
+def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
+    """A text column, stripped; blank -> None (or an error when ``required``)."""
 
-    Adds ``gpu_in_catalog`` / ``llm_in_catalog``. Unknown columns are ignored.
+    def clean(value: Any) -> tuple[str | None, str | None]:
+        if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+            return None, f"{field} is required" if required else None
+        if not isinstance(value, str) or not value.strip():
+            return None, f"{field} must be a non-empty string; got {show(value)}"
+        if len(value) > MAX_TEXT_LENGTH:
+            return None, f"{field} must be at most {MAX_TEXT_LENGTH} characters; got {len(value)}"
+        return value.strip(), None
 
-    Raises:
-        QueryError: naming the first bad row and field, and what is allowed.
+    # per distinct value: the same few names repeat over a batch
+    try:
+        codes, uniques = unique_codes(values)
+    except TypeError:  # unhashable values (a JSON list or object in the field): one by one
+        codes, uniques = np.arange(len(values)), values
+    cleaned = [clean(u) for u in uniques]
+    for code, (_, error) in enumerate(cleaned):
+        if error:
+            raise QueryError(error, field, _first(codes == code))
+    mapped = np.empty(len(cleaned), dtype=object)
+    mapped[:] = [text for text, _ in cleaned]
+    return mapped[codes]
 
-    """
+
+def _frame_checks(frame: pd.DataFrame | None) -> None:
     if frame is None or len(frame) == 0:
         raise QueryError("empty query: give at least one row with gpu, model and scenario", None)
     missing = [c for c in REQUIRED_FIELDS if c not in frame.columns]
@@ -125,64 +213,175 @@ def check_queries(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
             f"missing column(s) {', '.join(missing)} (required: {', '.join(REQUIRED_FIELDS)})",
             missing[0],
         )
-    records = frame.reset_index(drop=True).to_dict("records")
-    clean = []
-    for row, record in enumerate(records):
-        out: dict[str, Any] = {}
-        for field in REQUIRED_FIELDS:
-            if _blank(record.get(field)):
-                raise QueryError(f"{field} is required", field, row)
-            out[field] = _text(record[field], field, row)
-        if out["scenario"] not in SCENARIOS:
-            raise QueryError(
-                f"scenario must be one of {', '.join(SCENARIOS)}; got {record['scenario']!r}",
-                "scenario",
-                row,
-            )
-        for field in NUMERIC_FIELDS:
-            value = record.get(field)
-            if _blank(value):
-                out[field] = np.nan
-                continue
-            minimum, whole = next(
-                ((m, w) for f, m, w in WORKLOAD_FIELDS if f == field), (0.0, False)
-            )
-            out[field] = _number(value, field, row, minimum, whole)
-            if field in GPU_SPEC_REQUIRED + LLM_SPEC_REQUIRED and out[field] <= 0:
-                raise QueryError(f"{field} must be greater than 0; got {value!r}", field, row)
-        if out["scenario"] == "server" and not (out["request_rate_rps"] > 0):
-            raise QueryError(
-                "request_rate_rps is required for a server and must be greater than 0 (requests/s)",
-                "request_rate_rps",
-                row,
-            )
-        for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
-            value = record.get(field)
-            out[field] = None if _blank(value) else _text(value, field, row)
-        merged = {**record, **out}
-        out["gpu"], out["gpu_in_catalog"] = _resolve(
-            "gpu", out["gpu"], merged, row, catalog, GPU_SPEC_REQUIRED
+
+
+def _typed_columns(frame: pd.DataFrame) -> Columns:
+    """Every known field, typed and range-checked (absent -> NaN or None)."""
+    n = len(frame)
+    given = set(frame.columns)
+    # one shared read-only column for every absent field: later steps make new arrays
+    blank = np.full(n, np.nan)
+    blank.flags.writeable = False
+    out: Columns = {}
+    for field in REQUIRED_FIELDS:
+        out[field] = _text(frame[field].to_numpy(), field, required=True)
+    row = _first(~np.isin(out["scenario"], SCENARIOS))
+    if row is not None:
+        raise QueryError(
+            f"scenario must be one of {', '.join(SCENARIOS)}; got {show(out['scenario'][row])}",
+            "scenario",
+            row,
         )
-        out["model"], out["llm_in_catalog"] = _resolve(
-            "model", out["model"], merged, row, catalog, LLM_SPEC_REQUIRED
-        )
-        if not out["llm_in_catalog"]:
-            out["llm_active_params_b"] = (
-                out["llm_params_b"]
-                if np.isnan(out["llm_active_params_b"])
-                else out["llm_active_params_b"]
-            )
-            if np.isnan(out["llm_head_dim"]):
-                out["llm_head_dim"] = out["llm_hidden_size"] / out["llm_num_attention_heads"]
-            if out["llm_num_attention_heads"] % out["llm_num_kv_heads"]:
-                raise QueryError(
-                    "llm_num_kv_heads must divide llm_num_attention_heads; got "
-                    f"{out['llm_num_kv_heads']:g} and {out['llm_num_attention_heads']:g}",
-                    "llm_num_kv_heads",
-                    row,
-                )
-        clean.append(out)
-    result = pd.DataFrame(clean, columns=[*ALL_FIELDS, "gpu_in_catalog", "llm_in_catalog"])
     for field in NUMERIC_FIELDS:
-        result[field] = result[field].astype(float)
-    return result
+        if field not in given:
+            out[field] = blank
+            continue
+        values = frame[field].to_numpy()
+        out[field] = _numbers(values, field)
+        _check_range(out[field], field, values)
+    for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
+        out[field] = (
+            _text(frame[field].to_numpy(), field, required=False)
+            if field in given
+            else np.full(n, None, dtype=object)
+        )
+    _check_dtype(out["dtype"])
+    return out
+
+
+def _check_dtype(dtype: np.ndarray) -> None:
+    known = {d.lower() for d in DTYPES}
+    codes, uniques = unique_codes(dtype)
+    for code, value in enumerate(uniques):
+        if not pd.isna(value) and str(value).lower() not in known:
+            raise QueryError(
+                f"dtype must be one of {', '.join(DTYPES)}; got {show(value)}",
+                "dtype",
+                _first(codes == code),
+            )
+
+
+def _check_load(out: Columns) -> None:
+    """A server needs a rate and takes no batch; an offline batch takes no rate."""
+    server = out["scenario"] == "server"
+    rate, batch = out["request_rate_rps"], out["batch_size"]
+    row = _first(server & np.isnan(rate))
+    if row is not None:
+        raise QueryError(
+            "request_rate_rps is required for a server and must be greater than 0 (requests/s)",
+            "request_rate_rps",
+            row,
+        )
+    row = _first(~server & ~np.isnan(rate))
+    if row is not None:
+        raise QueryError(
+            "request_rate_rps applies to a server only; leave it blank on an offline row "
+            f"(got {rate[row]:g})",
+            "request_rate_rps",
+            row,
+        )
+    row = _first(server & ~np.isnan(batch))
+    if row is not None:
+        raise QueryError(
+            "batch_size applies to offline only (a server's batch follows from its rate); "
+            f"leave it blank on a server row (got {batch[row]:g})",
+            "batch_size",
+            row,
+        )
+
+
+def _resolve(kind: str, out: Columns, catalog: Catalog, required: tuple[str, ...]) -> None:
+    """Put canonical names in ``out[key]`` and flags in ``out[kind_in_catalog]``.
+
+    A row that names an unknown GPU/LLM without describing it is an error (with close matches).
+    """
+    key = "gpu" if kind == "gpu" else "model"
+    find = catalog.find_gpu if kind == "gpu" else catalog.find_llm
+    codes, uniques = unique_codes(out[key])
+    found = [find(u) for u in uniques]
+    in_catalog = np.array([f is not None for f in found])[codes]
+    names = np.empty(len(uniques), dtype=object)
+    names[:] = [f if f is not None else u for f, u in zip(found, uniques, strict=True)]
+    blank = np.zeros(len(in_catalog), dtype=bool)
+    for field in required:
+        blank |= np.isnan(out[field])
+    row = _first(~in_catalog & blank)
+    if row is not None:
+        name = out[key][row]
+        missing = [f for f in required if np.isnan(out[f][row])]
+        suggestions = catalog.suggest(name, catalog.gpus if kind == "gpu" else catalog.llms)
+        hint = f"; closest: {', '.join(suggestions)}" if suggestions else ""
+        label = "GPU" if kind == "gpu" else "LLM"
+        raise QueryError(
+            f"{key} {show(name)} is not in the catalogue{hint}; give a catalogue name or describe "
+            f"the {label} with {', '.join(required)} (missing: {', '.join(missing)})",
+            key,
+            row,
+        )
+    out[key] = names[codes]
+    out[f"{kind}_in_catalog"] = in_catalog
+
+
+def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
+    """Fill what an uncatalogued LLM implies; refuse active > total and indivisible KV heads."""
+    new = ~out["llm_in_catalog"]
+    params, active = out["llm_params_b"], out["llm_active_params_b"]
+    out["llm_active_params_b"] = np.where(new & np.isnan(active), params, active)
+    heads = out["llm_num_attention_heads"]
+    head_dim = out["llm_head_dim"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        implied = out["llm_hidden_size"] / heads
+        out["llm_head_dim"] = np.where(new & np.isnan(head_dim), implied, head_dim)
+        indivisible = new & (np.mod(heads, out["llm_num_kv_heads"]) != 0)
+    row = _first(indivisible)
+    if row is not None:
+        raise QueryError(
+            "llm_num_kv_heads must divide llm_num_attention_heads; got "
+            f"{out['llm_num_kv_heads'][row]:g} and {heads[row]:g}",
+            "llm_num_kv_heads",
+            row,
+        )
+    listed = catalog.spec_arrays("llm", out["model"])
+    total = np.where(np.isnan(params), listed["llm_params_b"], params)
+    active = out["llm_active_params_b"]
+    active = np.where(np.isnan(active), listed["llm_active_params_b"], active)
+    row = _first(active > total)
+    if row is not None:
+        raise QueryError(
+            "llm_active_params_b must be at most the total parameters llm_params_b; got "
+            f"{active[row]:g} active of {total[row]:g} billion",
+            "llm_active_params_b",
+            row,
+        )
+
+
+def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
+    """Validate query rows; return their columns with canonical names and typed values.
+
+    Every field of ``ALL_FIELDS`` comes back (NaN or None where blank), with ``gpu_in_catalog``
+    and ``llm_in_catalog``. Unknown columns are ignored.
+
+    Raises:
+        QueryError: naming the first bad field (and its first bad row) and what is allowed.
+
+    """
+    _frame_checks(frame)
+    frame = frame.reset_index(drop=True)
+    out = _typed_columns(frame)
+    _check_load(out)
+    _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED)
+    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED)
+    _check_llm_shape(out, catalog)
+    return out
+
+
+def check_queries(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """``check_query_columns`` as a frame (columns ``ALL_FIELDS`` and the two catalogue flags).
+
+    Raises:
+        QueryError: naming the first bad field (and its first bad row) and what is allowed.
+
+    """
+    columns = check_query_columns(frame, catalog)
+    order = [*ALL_FIELDS, "gpu_in_catalog", "llm_in_catalog"]
+    return pd.DataFrame({c: columns[c] for c in order})

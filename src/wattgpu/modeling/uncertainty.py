@@ -13,15 +13,15 @@ and a query unlike anything measured a wide one, at the same nominal coverage.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from catboost import CatBoostRegressor, Pool
+from catboost import CatBoostRegressor
 from sklearn.model_selection import GroupKFold
 
-from wattgpu.modeling.features import CATEGORICAL_FEATURES, feature_matrix
-from wattgpu.modeling.models import MEMBERS
+from wattgpu.modeling.models import MEMBERS, pool
 
 COVERAGE = 0.9
 # The difficulty model is deliberately small: a few hundred residuals, and it only has to rank
@@ -57,14 +57,6 @@ def log_residuals(oof: pd.DataFrame) -> np.ndarray:
     return np.log(oof["true"].to_numpy(float) / oof["pred"].to_numpy(float))
 
 
-def _pool(
-    target: str, frame: pd.DataFrame, without: tuple[str, ...], label: np.ndarray | None = None
-) -> Pool:
-    matrix = feature_matrix(frame, target, without)
-    cats = [c for c in CATEGORICAL_FEATURES if c in matrix.columns]
-    return Pool(matrix, label=label, cat_features=cats)
-
-
 def fit_difficulty(
     target: str,
     frame: pd.DataFrame,
@@ -89,17 +81,20 @@ def fit_difficulty(
         allow_writing_files=False,
         verbose=False,
     )
-    model.fit(_pool(target, frame, without, label))
+    model.fit(pool(target, frame, without, label))
     return model
 
 
 def difficulty(
-    model: CatBoostRegressor | float, target: str, frame: pd.DataFrame, without: tuple[str, ...]
+    model: CatBoostRegressor | float,
+    target: str,
+    frame: pd.DataFrame | Mapping[str, np.ndarray],
+    without: tuple[str, ...],
 ) -> np.ndarray:
-    """The difficulty ``d`` of each row (> 0)."""
+    """The difficulty ``d`` of each row (> 0), for rows (or feature columns)."""
     if isinstance(model, float):
-        return np.full(len(frame), model)
-    return np.exp(model.predict(_pool(target, frame, without)))
+        return np.full(len(frame["gpu"]), model)
+    return np.exp(model.predict(pool(target, frame, without), thread_count=1))
 
 
 def conformal_quantiles(scores: np.ndarray, coverage: float = COVERAGE) -> tuple[float, float]:
@@ -172,7 +167,9 @@ def fit_interval(
     return IntervalModel(target, tuple(without), model, q_low, q_high, coverage)
 
 
-def interval(model: IntervalModel, frame: pd.DataFrame, pred: np.ndarray) -> tuple:
+def interval(
+    model: IntervalModel, frame: pd.DataFrame | Mapping[str, np.ndarray], pred: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper bounds of the predictions ``pred`` of ``frame``'s rows."""
     d = difficulty(model.difficulty, model.target, frame, model.without)
     pred = np.asarray(pred, float)
