@@ -7,6 +7,7 @@ into one line on stderr and exit code 1. Usage mistakes exit 2 (click's conventi
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,38 @@ TARGET_CHOICE = click.Choice(["power", "itl"])
 
 
 class WattgpuGroup(click.Group):
-    """A group that reports library errors as one line instead of a traceback."""
+    """A group that reports errors a user can cause as one line instead of a traceback.
+
+    The root group's handler covers every subcommand, nested groups included: library errors,
+    file-system errors (an output into a missing folder, onto a folder, to an unwritable path)
+    and errors MLflow raises about a store or a server.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; a ``WattgpuError`` becomes a one-line ``ClickException``."""
+        """Run the command; a user's error becomes a one-line ``ClickException`` (exit 1)."""
         try:
             return super().invoke(ctx)
         except WattgpuError as exc:
             raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(_os_error_line(exc)) from None
+        except Exception as exc:
+            # MLflow is imported lazily by the commands; only its errors are the user's to fix
+            mlflow_errors = sys.modules.get("mlflow.exceptions")
+            if mlflow_errors and isinstance(exc, mlflow_errors.MlflowException):
+                raise click.ClickException(_first_line(exc.message)) from None
+            raise
+
+
+def _os_error_line(exc: OSError) -> str:
+    """``PATH: reason`` for a file-system error (pandas raises some without a file name)."""
+    if exc.filename is not None:
+        return f"cannot use {exc.filename}: {exc.strerror or type(exc).__name__}"
+    return _first_line(str(exc) or type(exc).__name__)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def data_option(func: Any) -> Any:
@@ -105,9 +130,9 @@ def _tune_options(func: Any) -> Any:
         ),
         click.option(
             "--storage",
-            default=DEFAULT_OPTUNA_STORAGE,
-            show_default=True,
-            help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db.",
+            default="",
+            help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db "
+            f"(default: $WATTGPU_OPTUNA_STORAGE or {DEFAULT_OPTUNA_STORAGE}).",
         ),
         click.option(
             "--study", default="", help="Optuna study name (default: wattgpu-TARGET-DATAHASH)."
