@@ -160,21 +160,27 @@ def _run_tune(
     study: str,
     seed: int,
     data: tuple[Path, ...],
-) -> str:
+) -> str | None:
+    from wattgpu.errors import StudyComplete
     from wattgpu.lifecycle import pipeline
     from wattgpu.modeling.evaluation import to_markdown
 
-    result = pipeline.tune(
-        _settings(ctx),
-        target,
-        data_paths=list(data) or None,
-        trials=trials,
-        timeout=timeout or None,
-        storage=storage,
-        study_name=study or None,
-        seed=seed,
-        launcher_run_id=ctx.obj["launcher_run_id"],
-    )
+    try:
+        result = pipeline.tune(
+            _settings(ctx),
+            target,
+            data_paths=list(data) or None,
+            trials=trials,
+            timeout=timeout or None,
+            storage=storage,
+            study_name=study or None,
+            seed=seed,
+            launcher_run_id=ctx.obj["launcher_run_id"],
+            notify=lambda line: click.echo(line, err=True),
+        )
+    except StudyComplete as done:
+        click.echo(str(done))  # not an error: the study is complete
+        return None
     click.echo(
         f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
         f"run {result.run_id}"
@@ -229,7 +235,7 @@ def main_job(
         run_id = _run_tune(
             ctx, target, trials, timeout, storage, f"{study}-{target}" if study else "", seed, data
         )
-        if register:
+        if register and run_id:
             version = registry.register(target, run_id)
             click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
 

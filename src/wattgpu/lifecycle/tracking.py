@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,38 @@ def parent_run(target: str, run_name: str, tags: dict[str, str]) -> Iterator[str
     """
     with mlflow.start_run(experiment_id=experiment_id(target), run_name=run_name, tags=tags) as run:
         yield run.info.run_id
+
+
+def kill_dead_runs(target: str, study_name: str, is_dead: Callable[[str], bool]) -> list[str]:
+    """Mark KILLED the runs of ``study_name`` still RUNNING whose worker is dead; return their ids.
+
+    A killed job cannot end its own run; the next job of the same study does it, for the
+    parent run (tag ``wattgpu.worker``) and for any of its trial runs left open.
+    """
+    experiment = experiment_id(target)
+    running = "attributes.status = 'RUNNING'"
+    parents = mlflow.search_runs(
+        experiment_ids=[experiment],
+        filter_string=f"tags.`wattgpu.study` = '{study_name}' and {running}",
+        output_format="list",
+    )
+    client = MlflowClient()
+    killed = []
+    for run in parents:
+        worker = run.data.tags.get("wattgpu.worker", "")
+        if not is_dead(worker):
+            continue
+        children = mlflow.search_runs(
+            experiment_ids=[experiment],
+            filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}' and {running}",
+            output_format="list",
+        )
+        for child in children:
+            client.set_terminated(child.info.run_id, "KILLED")
+        client.set_tag(run.info.run_id, "wattgpu.killed", f"its worker {worker} was found dead")
+        client.set_terminated(run.info.run_id, "KILLED")
+        killed.append(run.info.run_id)
+    return killed
 
 
 def log_trial(number: int, params: dict[str, Any], metrics: dict[str, float]) -> None:
