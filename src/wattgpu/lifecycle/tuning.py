@@ -7,6 +7,7 @@ what WattGPU is for. Studies live in any SQLAlchemy storage and resume where the
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -55,13 +56,17 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        return optuna.create_study(
-            study_name=study_name,
+        with warnings.catch_warnings():
+            # experimental in name since Optuna 2.9; the interface has not changed since
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             # The heartbeat lets any worker fail the running trials of a worker that died on
             # another machine once HEARTBEAT_GRACE_S has passed without a beat.
-            storage=optuna.storages.RDBStorage(
+            rdb = optuna.storages.RDBStorage(
                 storage, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
-            ),
+            )
+        return optuna.create_study(
+            study_name=study_name,
+            storage=rdb,
             load_if_exists=True,
             direction="minimize",
             sampler=optuna.samplers.TPESampler(seed=seed),
