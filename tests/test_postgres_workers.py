@@ -1,17 +1,26 @@
-"""Two tuning workers on one Optuna study in a real PostgreSQL server (DESIGN: scaling out).
+"""The team set-up on one machine: real PostgreSQL, a real `mlflow server`, two tuning workers.
 
-The server is a throwaway cluster started here (as the `postgres` user, in a temp dir, on a free
-port); the workers are two real `wattgpu tune` processes sharing the study and the MLflow store.
+The PostgreSQL server is a throwaway cluster started here (as the `postgres` user, in a temp
+dir, on a free port); the workers are real `wattgpu tune` processes sharing one Optuna study,
+first with the MLflow store as a database URI, then through a tracking server over HTTP with
+PostgreSQL behind it and artifacts served by it, as README "Growing past one machine" says.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
@@ -109,3 +118,121 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
     parents = runs[runs["tags.wattgpu.kind"] == "tuning"]
     assert len(parents) == 2 and set(parents["status"]) == {"FINISHED"}
     assert runs["tags.mlflow.parentRunId"].isin(parents["run_id"]).sum() >= 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, proc: subprocess.Popen, seconds: float = 120) -> None:
+    """Wait until ``url`` answers 200, failing early if ``proc`` died."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{proc.args[:3]} exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{url} did not answer within {seconds} s")
+
+
+@contextmanager
+def background(command: list[str], env: dict[str, str], cwd: Path, log: Path):
+    """A server process in its own session, stopped (with whatever it spawned) afterwards."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            yield proc
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)  # the group this test started, by its id
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
+    """README "Growing past one machine", command for command, on one machine."""
+    rows = simulate(catalog, seed=6)
+    data = tmp_path / "small.csv"
+    rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
+    host_port = postgres.split("@", 1)[1].split("/", 1)[0]
+    host, port = host_port.split(":")
+    for database in ("mlflow_team", "wattgpu"):
+        subprocess.run(
+            [pg_binary("createdb"), "-h", host, "-p", port, "-U", "postgres", database], check=True
+        )
+    backend = f"postgresql+psycopg2://postgres@{host_port}/mlflow_team"
+    studies = f"postgresql+psycopg2://postgres@{host_port}/wattgpu"
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "WATTGPU_DATA_DIR": str(REPO / "data"),
+    }
+    server_port = free_port()
+    server_command = ["mlflow", "server", "--backend-store-uri", backend, "--serve-artifacts"]
+    server_command += ["--artifacts-destination", str(tmp_path / "artifacts")]
+    server_command += ["--host", "127.0.0.1", "--port", str(server_port)]
+    with background(server_command, env, tmp_path, tmp_path / "server.log") as server:
+        wait_for(f"http://127.0.0.1:{server_port}/health", server)
+        run = functools.partial(
+            subprocess.run, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
+        created = run(
+            ["optuna", "create-study", "--storage", studies, "--study-name", "power-v1"]
+            + ["--direction", "minimize"]
+        )
+        assert created.returncode == 0, created.stderr
+        env["MLFLOW_TRACKING_URI"] = f"http://127.0.0.1:{server_port}"
+        tune = ["wattgpu", "tune", "--target", "power", "--trials", "2", "--storage", studies]
+        tune += ["--study", "power-v1", "--data", str(data)]
+        pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+        workers = [subprocess.Popen(tune, env=env, cwd=tmp_path, **pipe) for _ in range(2)]
+        outputs = [w.communicate(timeout=600)[0] for w in workers]
+        assert all(w.returncode == 0 for w in workers), [o[-2000:] for o in outputs]
+        for command in (
+            ["wattgpu", "register", "--target", "power"],
+            ["wattgpu", "promote", "power", "--version", "1", "--to", "production"],
+        ):
+            done = run(command)
+            assert done.returncode == 0, done.stderr[-2000:]
+        predicted = run(
+            ["wattgpu", "predict", "--gpu", "L4", "--model", "Qwen/Qwen2.5-7B-Instruct"]
+            + ["--scenario", "offline", "--target", "power", "--format", "json"]
+        )
+        assert predicted.returncode == 0, predicted.stderr[-2000:]
+        assert 10 < json.loads(predicted.stdout)[0]["prediction"] <= 72 * 1.5
+        serve_port = free_port()
+        serve = ["mlflow", "models", "serve", "-m", "models:/wattgpu-power@production"]
+        serve += ["--env-manager", "local", "-p", str(serve_port)]
+        with background(serve, env, tmp_path, tmp_path / "serve.log") as served:
+            wait_for(f"http://127.0.0.1:{serve_port}/ping", served)
+            query = {"gpu": "NVIDIA L4", "model": "Qwen/Qwen2.5-7B-Instruct"}
+            query |= {"scenario": "offline"}
+            body = json.dumps({"dataframe_records": [query]}).encode()
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{serve_port}/invocations",
+                body,
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answer = json.loads(response.read())["predictions"][0]
+        assert answer["prediction"] == pytest.approx(json.loads(predicted.stdout)[0]["prediction"])
+    # everything went through the server: runs and model in its PostgreSQL store, artifacts
+    # in its artifact folder, the trials in the shared study
+    study = optuna.load_study(study_name="power-v1", storage=studies)
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) >= 2
+    client = MlflowClient(backend)
+    assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == "1"
+    assert any((tmp_path / "artifacts").rglob("MLmodel"))
+    assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,24 @@ def test_simulate_output_to_an_unwritable_path_is_one_line(tmp_path):
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"Error: cannot use {blocker}: File exists"]
+
+
+def test_an_unreachable_tracking_server_is_one_line_not_an_empty_registry(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free: nothing listens there
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"}
+    env["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    for command in (["models"], ["promote", "power", "--version", "1", "--to", "staging"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "wattgpu", *command],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 1, done.stdout
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"Error: API request to http://127.0.0.1:{port}/api/"
+        ), done.stderr

@@ -75,7 +75,9 @@ def register(target: str, run_id: str | None = None) -> int:
         warnings.simplefilter("ignore")
         try:
             client.get_registered_model(name)
-        except MlflowException:
+        except MlflowException as exc:
+            if exc.error_code not in NOT_FOUND:
+                raise
             client.create_registered_model(name, description=f"WattGPU {target} model (see README)")
         source = run.data.tags.get("wattgpu.model_uri")
         if not source:
@@ -101,10 +103,18 @@ def register(target: str, run_id: str | None = None) -> int:
     return int(version.version)
 
 
+# What the registry answers for a model, version or alias that does not exist. Any other error
+# (an unreachable server, a broken store) propagates: it must not read as "no such version".
+NOT_FOUND = ("RESOURCE_DOES_NOT_EXIST",)
+NO_ALIAS = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+
+
 def _version(client: MlflowClient, name: str, version: int) -> Any:
     try:
         return client.get_model_version(name, str(version))
-    except MlflowException:
+    except MlflowException as exc:
+        if exc.error_code not in NOT_FOUND:
+            raise
         raise ModelNotFound(
             f"{name} has no version {version}; `wattgpu models` lists them"
         ) from None
@@ -113,7 +123,9 @@ def _version(client: MlflowClient, name: str, version: int) -> Any:
 def _alias_version(client: MlflowClient, name: str, alias: str) -> Any | None:
     try:
         return client.get_model_version_by_alias(name, alias)
-    except MlflowException:
+    except MlflowException as exc:
+        if exc.error_code not in NO_ALIAS:
+            raise
         return None
 
 
@@ -256,7 +268,9 @@ def list_versions(target: str) -> pd.DataFrame:
     name = model_name(target)
     try:
         model = client.get_registered_model(name)
-    except MlflowException:
+    except MlflowException as exc:
+        if exc.error_code not in NOT_FOUND:
+            raise
         return pd.DataFrame(
             columns=["model", "version", "aliases", "stage", "created", "logo_mdape", "run_id"]
         )
