@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -159,6 +160,57 @@ def background(command: list[str], env: dict[str, str], cwd: Path, log: Path):
                 proc.wait()
 
 
+def team_commands(**at: str) -> dict[str, list[str]]:
+    """README "Growing past one machine" as argument lists; ``at`` fills in where things are."""
+    return {
+        "server": ["mlflow", "server", "--backend-store-uri", at["backend"], "--serve-artifacts"]
+        + ["--artifacts-destination", at["artifacts"], "--host", at["host"], "--port", at["port"]],
+        "study": ["optuna", "create-study", "--storage", at["studies"], "--study-name"]
+        + ["power-v1", "--direction", "minimize"],
+        "tune": ["wattgpu", "tune", "--target", "power", "--trials", at["trials"], "--storage"]
+        + [at["studies"], "--study", "power-v1"],
+        "register": ["wattgpu", "register", "--target", "power"],
+        "promote": ["wattgpu", "promote", "power", "--version", "1", "--to", "production"],
+        "predict": ["wattgpu", "predict", "--gpu", "L4", "--model", "Qwen/Qwen2.5-7B-Instruct"]
+        + ["--scenario", "offline", "--target", "power", "--format", "json"],
+        "serve": ["mlflow", "models", "serve", "-m", "models:/wattgpu-power@production"]
+        + ["--env-manager", "local", "-p", at["serve_port"]],
+    }
+
+
+def shape(words: list[str]) -> list[str]:
+    """A command without the values that differ between machines: programs, options, names."""
+    kept, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        kept.append(word)
+        skip = word in VARYING
+    return kept
+
+
+VARYING = {"--backend-store-uri", "--artifacts-destination", "--host", "--port", "--storage"}
+VARYING |= {"--trials", "-p"}
+
+
+def test_readme_team_setup_is_what_the_team_test_runs():
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Growing past one machine", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line and not line.startswith("#")]
+    written = [shlex.split(line) for line in lines]
+    assert written[0] == ["pip", "install", "-e", ".[postgres]"]
+    assert written[3][:2] == ["export", "MLFLOW_TRACKING_URI=http://mlflow.internal:5000"]
+    at = dict.fromkeys(("backend", "artifacts", "host", "port", "studies", "trials"), "x")
+    tested = team_commands(**at, serve_port="x")
+    ran = [tested[k] for k in ("server", "study", "tune", "register", "promote", "predict")]
+    assert [shape(w) for w in written[1:3] + written[4:]] == [
+        shape(c) for c in [*ran, tested["serve"]]
+    ]
+    assert "`createdb mlflow`" in section  # the databases the server and the study live in
+
+
 def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
     """README "Growing past one machine", command for command, on one machine."""
     rows = simulate(catalog, seed=6)
@@ -166,12 +218,22 @@ def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     host_port = postgres.split("@", 1)[1].split("/", 1)[0]
     host, port = host_port.split(":")
+    # the first test's MLflow store is database "mlflow"; this server gets its own
     for database in ("mlflow_team", "wattgpu"):
         subprocess.run(
             [pg_binary("createdb"), "-h", host, "-p", port, "-U", "postgres", database], check=True
         )
     backend = f"postgresql+psycopg2://postgres@{host_port}/mlflow_team"
-    studies = f"postgresql+psycopg2://postgres@{host_port}/wattgpu"
+    commands = team_commands(
+        backend=backend,
+        artifacts=str(tmp_path / "artifacts"),
+        host="127.0.0.1",
+        port=str(free_port()),
+        studies=f"postgresql+psycopg2://postgres@{host_port}/wattgpu",
+        trials="2",
+        serve_port=str(free_port()),
+    )
+    server_url = f"http://127.0.0.1:{commands['server'][-1]}"
     bin_dir = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -179,43 +241,28 @@ def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "WATTGPU_DATA_DIR": str(REPO / "data"),
     }
-    server_port = free_port()
-    server_command = ["mlflow", "server", "--backend-store-uri", backend, "--serve-artifacts"]
-    server_command += ["--artifacts-destination", str(tmp_path / "artifacts")]
-    server_command += ["--host", "127.0.0.1", "--port", str(server_port)]
-    with background(server_command, env, tmp_path, tmp_path / "server.log") as server:
-        wait_for(f"http://127.0.0.1:{server_port}/health", server)
+    with background(commands["server"], env, tmp_path, tmp_path / "server.log") as server:
+        wait_for(f"{server_url}/health", server)
         run = functools.partial(
             subprocess.run, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
         )
-        created = run(
-            ["optuna", "create-study", "--storage", studies, "--study-name", "power-v1"]
-            + ["--direction", "minimize"]
-        )
+        created = run(commands["study"])
         assert created.returncode == 0, created.stderr
-        env["MLFLOW_TRACKING_URI"] = f"http://127.0.0.1:{server_port}"
-        tune = ["wattgpu", "tune", "--target", "power", "--trials", "2", "--storage", studies]
-        tune += ["--study", "power-v1", "--data", str(data)]
+        env["MLFLOW_TRACKING_URI"] = server_url
+        # the README's worker command, on generated rows of four GPUs to stay small
+        tune = [*commands["tune"], "--data", str(data)]
         pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
         workers = [subprocess.Popen(tune, env=env, cwd=tmp_path, **pipe) for _ in range(2)]
         outputs = [w.communicate(timeout=600)[0] for w in workers]
         assert all(w.returncode == 0 for w in workers), [o[-2000:] for o in outputs]
-        for command in (
-            ["wattgpu", "register", "--target", "power"],
-            ["wattgpu", "promote", "power", "--version", "1", "--to", "production"],
-        ):
-            done = run(command)
+        for name in ("register", "promote"):
+            done = run(commands[name])
             assert done.returncode == 0, done.stderr[-2000:]
-        predicted = run(
-            ["wattgpu", "predict", "--gpu", "L4", "--model", "Qwen/Qwen2.5-7B-Instruct"]
-            + ["--scenario", "offline", "--target", "power", "--format", "json"]
-        )
+        predicted = run(commands["predict"])
         assert predicted.returncode == 0, predicted.stderr[-2000:]
         assert 10 < json.loads(predicted.stdout)[0]["prediction"] <= 72 * 1.5
-        serve_port = free_port()
-        serve = ["mlflow", "models", "serve", "-m", "models:/wattgpu-power@production"]
-        serve += ["--env-manager", "local", "-p", str(serve_port)]
-        with background(serve, env, tmp_path, tmp_path / "serve.log") as served:
+        serve_port = commands["serve"][-1]
+        with background(commands["serve"], env, tmp_path, tmp_path / "serve.log") as served:
             wait_for(f"http://127.0.0.1:{serve_port}/ping", served)
             query = {"gpu": "NVIDIA L4", "model": "Qwen/Qwen2.5-7B-Instruct"}
             query |= {"scenario": "offline"}
@@ -230,7 +277,7 @@ def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
         assert answer["prediction"] == pytest.approx(json.loads(predicted.stdout)[0]["prediction"])
     # everything went through the server: runs and model in its PostgreSQL store, artifacts
     # in its artifact folder, the trials in the shared study
-    study = optuna.load_study(study_name="power-v1", storage=studies)
+    study = optuna.load_study(study_name="power-v1", storage=commands["study"][3])
     assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) >= 2
     client = MlflowClient(backend)
     assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == "1"
