@@ -32,6 +32,7 @@ from conftest import REPO
 from mlflow.tracking import MlflowClient
 
 from wattgpu.data.simulate import simulate
+from wattgpu.lifecycle import registry
 
 pytestmark = pytest.mark.slow
 
@@ -275,11 +276,42 @@ def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
             with urllib.request.urlopen(request, timeout=60) as response:
                 answer = json.loads(response.read())["predictions"][0]
         assert answer["prediction"] == pytest.approx(json.loads(predicted.stdout)[0]["prediction"])
+        promote_two_at_once_through(server_url, env, run)
     # everything went through the server: runs and model in its PostgreSQL store, artifacts
     # in its artifact folder, the trials in the shared study
     study = optuna.load_study(study_name="power-v1", storage=commands["study"][3])
     assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) >= 2
-    client = MlflowClient(backend)
-    assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == "1"
+    client = MlflowClient(backend)  # the server's store, read directly
+    assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == "3"
     assert any((tmp_path / "artifacts").rglob("MLmodel"))
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def promote_two_at_once_through(server_url: str, env: dict[str, str], run) -> None:
+    """Two `wattgpu promote` processes at once over HTTP end as one of the two orders would."""
+    client = MlflowClient(server_url)
+    for _ in range(2):  # v2 and v3, from the latest run; their gate numbers set below
+        assert run(["wattgpu", "register", "--target", "power"]).returncode == 0
+    base = float(client.get_model_version("wattgpu-power", "1").tags[registry.GATE_TAG])
+    # v3 beats v2 beats production v1: v2 first is accepted and then replaced by v3; v3 first
+    # refuses v2. Unserialised, both would be judged against v1.
+    client.set_model_version_tag("wattgpu-power", "2", registry.GATE_TAG, str(base - 0.5))
+    client.set_model_version_tag("wattgpu-power", "3", registry.GATE_TAG, str(base - 1.0))
+    command = ["wattgpu", "promote", "power", "--to", "production", "--version"]
+    pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    procs = [subprocess.Popen([*command, v], env=env, **pipe) for v in ("2", "3")]
+    results = [(p.communicate(timeout=300), p.returncode) for p in procs]
+    assert results[1][1] == 0, results
+    records = {
+        v: client.get_model_version("wattgpu-power", v).tags["wattgpu.promotion.production"]
+        for v in ("2", "3")
+    }
+    assert str(client.get_model_version_by_alias("wattgpu-power", "production").version) == "3"
+    if results[0][1] == 0:
+        assert "vs production v1" in records["2"] and "replaced v1" in records["2"]
+        assert "vs production v2" in records["3"] and "replaced v2" in records["3"]
+    else:
+        assert results[0][0][1].strip().startswith("Error: refused: wattgpu-power v2")
+        assert records["2"].startswith("refused") and "vs production v3" in records["2"]
+        assert "vs production v1" in records["3"] and "replaced v1" in records["3"]
+    assert {m.name for m in client.search_registered_models()} == {"wattgpu-power"}
