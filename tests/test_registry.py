@@ -128,6 +128,12 @@ def test_aliases_and_stages_tell_one_story(tmp_path):
     assert sorted(aliases) == ["production", "staging"]
     with pytest.raises(ConfigError, match="v1 is in production"):
         registry.promote("power", 1, "staging")
+    again = registry.promote("power", 1, "production")  # a no-op that says so
+    assert again.previous_production is None and state(client) == {
+        **after,
+        1: (*after[1][:2], state(client)[1][2], ""),
+    }
+    assert state(client)[1][2].endswith("already in production")
 
 
 def test_a_version_registered_outside_wattgpu_is_refused_with_one_line(tmp_path, monkeypatch):

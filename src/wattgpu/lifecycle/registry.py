@@ -159,7 +159,6 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
                     f"{name} v{version} is in production; promote another version to "
                     f"production to replace it"
                 )
-            production = None  # promoting production again compares with nothing
         stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         decision, production_mdape, record = _gate(
             version, stage, candidate_mdape, production, force, stamp
@@ -211,6 +210,8 @@ def _gate(
     when forced or for staging, and refuses an unforced promotion to production.
     """
     gated = stage == "production"
+    if production is not None and int(production.version) == version:
+        return "accepted", None, f"accepted {stage} at {stamp}: already in production"
     production_mdape = None
     if production is not None and (GATE_TAG in production.tags or (gated and not force)):
         production_mdape = _gate_number(production)
@@ -223,6 +224,8 @@ def _gate(
         record += f" vs production v{production.version} {production_mdape:.3f} %"
     elif production is not None:
         record += f" (production v{production.version} has no {GATE_TAG})"
+    else:
+        record += " (no production version to compare with)"
     if gated and production is not None and decision != "refused":
         record += f"; replaced v{production.version}"
     return decision, production_mdape, record
