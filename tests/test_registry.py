@@ -152,20 +152,37 @@ def test_a_version_registered_outside_wattgpu_is_refused_with_one_line(tmp_path,
     )
 
 
+HOLD_THEN_SLEEP = """
+import sys, time
+from mlflow.tracking import MlflowClient
+from wattgpu.lifecycle import promotion_lock
+promotion_lock.acquire(MlflowClient(sys.argv[1]), "wattgpu-power", wait_s=5, lease_s=3)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
 def test_a_live_lock_makes_others_wait_and_a_dead_holders_lock_is_taken_over(tmp_path):
     client = make_registry(tmp_path, {1: 3.0, 2: 2.0})
     lease = promotion_lock.acquire(client, NAME, wait_s=1, lease_s=30)
     with pytest.raises(promotion_lock.LockBusy, match="another promotion of wattgpu-power"):
         promotion_lock.acquire(client, NAME, wait_s=0.5, lease_s=30)
     promotion_lock.release(client, lease)
-    # a holder that died: its lock stays, with a lease that ran out
-    dead = promotion_lock.lock_name(NAME)
-    client.create_registered_model(dead, tags={"owner": "dead", "expires": f"{time.time() - 1}"})
-    done = registry.promote("power", 2, "production")
+    # a holder that dies (SIGKILL) while it holds the lock, with a 3 s lease
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_SLEEP, f"sqlite:///{tmp_path / 'mlflow.db'}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.communicate()
+    done = registry.promote("power", 2, "production")  # waits out the lease, then takes over
     assert done.version == 2
-    names = {m.name for m in client.search_registered_models()}
-    # the dead holder's lock was renamed away, never deleted by its shared name
-    assert names == {NAME, promotion_lock.tombstone(dead, "dead")}
+    dead = promotion_lock.lock_name(NAME)
+    names = {m.name for m in client.search_registered_models()} - {NAME}
+    # the dead holder's lock was renamed away (never deleted by its shared name); ours is gone
+    assert len(names) == 1 and names.pop().startswith(f"{dead}.gone-")
 
 
 def test_a_promotion_that_waits_compares_with_the_production_it_replaces(tmp_path):
