@@ -129,7 +129,9 @@ def test_simulate_output_to_an_unwritable_path_is_one_line(tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [f"Error: cannot use {blocker}: File exists"]
+    assert done.stderr.strip().splitlines() == [
+        f"Error: cannot create folder {blocker}: a file of that name is in the way"
+    ]
 
 
 def test_an_unreachable_tracking_server_is_one_line_not_an_empty_registry(tmp_path):

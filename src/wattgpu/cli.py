@@ -46,6 +46,8 @@ class WattgpuGroup(click.Group):
 
 def _os_error_line(exc: OSError) -> str:
     """``PATH: reason`` for a file-system error (pandas raises some without a file name)."""
+    if isinstance(exc, FileExistsError):  # mkdir(exist_ok=True) on a path that is a file
+        return f"cannot create folder {exc.filename}: a file of that name is in the way"
     if exc.filename is not None:
         return f"cannot use {exc.filename}: {exc.strerror or type(exc).__name__}"
     return _first_line(str(exc) or type(exc).__name__)
