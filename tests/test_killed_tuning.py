@@ -19,8 +19,10 @@ import mlflow
 import optuna
 import pytest
 from conftest import REPO
+from mlflow.tracking import MlflowClient
 
 from wattgpu.data.simulate import simulate
+from wattgpu.lifecycle import tracking, workers
 
 pytestmark = pytest.mark.slow
 GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]
@@ -85,8 +87,10 @@ def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with(marker) == [], "processes of the killed job are still alive"
-    # what it left: a RUNNING parent run and a RUNNING trial
-    assert list(parent_runs(uri)["status"]) == ["RUNNING"]
+    # what it left: a RUNNING parent run (with the heartbeat it beat while alive) and a
+    # RUNNING trial
+    left = parent_runs(uri)
+    assert list(left["status"]) == ["RUNNING"] and left["tags.wattgpu.heartbeat"].notna().all()
     assert trial_states(storage)[-1] == "RUNNING"
 
     resumed = subprocess.run(
@@ -115,3 +119,19 @@ def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog
 
 def runs_study(runs) -> str:
     return runs.iloc[0]["tags.wattgpu.study"]
+
+
+def test_a_run_of_a_worker_on_another_machine_is_swept_once_its_heartbeat_is_stale(tmp_path):
+    tracking.configure(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient()
+    now = time.time()
+    beats = {"stale": now - workers.HEARTBEAT_GRACE_S - 60, "fresh": now, "none": None}
+    ids = {}
+    for name, beat in beats.items():
+        tags = {"wattgpu.kind": "tuning", "wattgpu.study": "s", "wattgpu.worker": "far:42:7"}
+        if beat is not None:
+            tags[tracking.HEARTBEAT_TAG] = f"{beat:.0f}"
+        ids[name] = client.create_run(tracking.experiment_id("power"), tags=tags).info.run_id
+    assert tracking.kill_dead_runs("power", "s", workers.is_dead) == [ids["stale"]]
+    statuses = {name: client.get_run(ids[name]).info.status for name in ids}
+    assert statuses == {"stale": "KILLED", "fresh": "RUNNING", "none": "RUNNING"}

@@ -18,6 +18,7 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
 from wattgpu.errors import ConfigError
+from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
 from wattgpu.modeling import models
 from wattgpu.modeling.evaluation import FOLD_BACKEND, out_of_fold, score
 from wattgpu.modeling.metrics import mdape
@@ -26,8 +27,6 @@ from wattgpu.modeling.targets import MEASURED_COLUMN
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 WORKER_ATTR = "wattgpu.worker"
-HEARTBEAT_S = 30
-HEARTBEAT_GRACE_S = 120
 
 
 def search_space(trial: optuna.Trial) -> dict[str, Any]:
@@ -62,7 +61,9 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
             # The heartbeat lets any worker fail the running trials of a worker that died on
             # another machine once HEARTBEAT_GRACE_S has passed without a beat.
             rdb = optuna.storages.RDBStorage(
-                storage, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
+                storage,
+                heartbeat_interval=int(HEARTBEAT_S),
+                grace_period=int(HEARTBEAT_GRACE_S),
             )
         return optuna.create_study(
             study_name=study_name,

@@ -4,14 +4,15 @@ A tuning job stamps its MLflow parent run and each Optuna trial with its worker 
 ``host:pid:start``, where ``start`` is the process's start time in clock ticks since boot
 (``/proc/PID/stat``), so a pid the kernel reused for another process does not pass for the
 dead one. A later job of the same study asks ``is_dead`` of every record still marked running.
-Only a worker on this host can be checked; one on another machine is left to Optuna's
-heartbeat (its trials fail after the grace period) and to its own host's next job.
+A worker on this host is checked by its process; one on another machine by its last heartbeat
+(the MLflow run's, given by the caller; Optuna's own heartbeat fails such a worker's trials).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 
@@ -21,20 +22,26 @@ def identity(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
 
 
-def is_dead(worker: str) -> bool:
-    """True when ``worker`` (an ``identity``) ran on this host and its process is gone.
+# A worker on another machine beats every HEARTBEAT_S; one silent for HEARTBEAT_GRACE_S is dead.
+HEARTBEAT_S = 30.0
+HEARTBEAT_GRACE_S = 120.0
 
-    False when it is alive, ran elsewhere, or the identity cannot be read: a record is only
-    swept when its owner is known to be dead.
+
+def is_dead(worker: str, last_beat: float | None = None) -> bool:
+    """True when ``worker`` (an ``identity``) is known to be dead.
+
+    On this host: its process is gone. On another: ``last_beat`` (Unix time) is older than
+    ``HEARTBEAT_GRACE_S``. False when it is alive, or nothing says otherwise (no heartbeat, an
+    unreadable identity): a record is only swept when its owner is known to be dead.
     """
     try:
         host, pid, start = worker.rsplit(":", 2)
         pid_number = int(pid)
     except ValueError:
         return False
-    if host != socket.gethostname() or not start:
-        return False
-    return _start_ticks(pid_number) != start
+    if host == socket.gethostname() and start:
+        return _start_ticks(pid_number) != start
+    return last_beat is not None and time.time() - last_beat > HEARTBEAT_GRACE_S
 
 
 def _start_ticks(pid: int) -> str:
