@@ -137,6 +137,7 @@ def test_aliases_and_stages_tell_one_story(tmp_path):
 
 
 def test_a_version_registered_outside_wattgpu_is_refused_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MLflow's default experiment keeps artifacts in ./mlruns
     make_registry(tmp_path, {1: 3.0})
     registry.promote("power", 1, "production")
     with mlflow.start_run():
