@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,40 @@ TARGET_CHOICE = click.Choice(["power", "itl"])
 
 
 class WattgpuGroup(click.Group):
-    """A group that reports library errors as one line instead of a traceback."""
+    """A group that reports errors a user can cause as one line instead of a traceback.
+
+    The root group's handler covers every subcommand, nested groups included: library errors,
+    file-system errors (an output into a missing folder, onto a folder, to an unwritable path)
+    and errors MLflow raises about a store or a server.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; a ``WattgpuError`` becomes a one-line ``ClickException``."""
+        """Run the command; a user's error becomes a one-line ``ClickException`` (exit 1)."""
         try:
             return super().invoke(ctx)
         except WattgpuError as exc:
             raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(_os_error_line(exc)) from None
+        except Exception as exc:
+            # MLflow is imported lazily by the commands; only its errors are the user's to fix
+            mlflow_errors = sys.modules.get("mlflow.exceptions")
+            if mlflow_errors and isinstance(exc, mlflow_errors.MlflowException):
+                raise click.ClickException(_first_line(exc.message)) from None
+            raise
+
+
+def _os_error_line(exc: OSError) -> str:
+    """``PATH: reason`` for a file-system error (pandas raises some without a file name)."""
+    if isinstance(exc, FileExistsError):  # mkdir(exist_ok=True) on a path that is a file
+        return f"cannot create folder {exc.filename}: a file of that name is in the way"
+    if exc.filename is not None:
+        return f"cannot use {exc.filename}: {exc.strerror or type(exc).__name__}"
+    return _first_line(str(exc) or type(exc).__name__)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
@@ -116,9 +143,9 @@ def _tune_options(func: Any) -> Any:
         ),
         click.option(
             "--storage",
-            default=DEFAULT_OPTUNA_STORAGE,
-            show_default=True,
-            help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db.",
+            default="",
+            help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db "
+            f"(default: $WATTGPU_OPTUNA_STORAGE or {DEFAULT_OPTUNA_STORAGE}).",
         ),
         click.option(
             "--study", default="", help="Optuna study name (default: wattgpu-TARGET-DATAHASH)."
@@ -146,21 +173,27 @@ def _run_tune(
     study: str,
     seed: int,
     data: tuple[Path, ...],
-) -> str:
+) -> str | None:
+    from wattgpu.errors import StudyComplete
     from wattgpu.lifecycle import pipeline
     from wattgpu.modeling.evaluation import to_markdown
 
-    result = pipeline.tune(
-        _settings(ctx),
-        target,
-        data_paths=list(data) or None,
-        trials=trials,
-        timeout=timeout or None,
-        storage=storage,
-        study_name=study or None,
-        seed=seed,
-        launcher_run_id=ctx.obj["launcher_run_id"],
-    )
+    try:
+        result = pipeline.tune(
+            _settings(ctx),
+            target,
+            data_paths=list(data) or None,
+            trials=trials,
+            timeout=timeout or None,
+            storage=storage,
+            study_name=study or None,
+            seed=seed,
+            launcher_run_id=ctx.obj["launcher_run_id"],
+            notify=lambda line: click.echo(line, err=True),
+        )
+    except StudyComplete as done:
+        click.echo(str(done))  # not an error: the study is complete
+        return None
     click.echo(
         f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
         f"run {result.run_id}"
@@ -218,7 +251,7 @@ def main_job(
         run_id = _run_tune(
             ctx, target, trials, timeout, storage, f"{study}-{target}" if study else "", seed, data
         )
-        if register:
+        if register and run_id:
             version = registry.register(target, run_id)
             click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
             if registry.production_version(target) is None:

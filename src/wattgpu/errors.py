@@ -54,3 +54,7 @@ class QueryError(WattgpuError):
         super().__init__(f"{where}{message}")
         self.field = field
         self.row = row
+
+
+class StudyComplete(WattgpuError):
+    """A tuning job found its study already holding the trials asked for: nothing to run."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import platform
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ from wattgpu.config import Settings
 from wattgpu.data import validation
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
-from wattgpu.errors import DataError, ValidationFailed
-from wattgpu.lifecycle import plots, pyfunc, tracking, tuning
+from wattgpu.errors import DataError, StudyComplete, ValidationFailed
+from wattgpu.lifecycle import plots, pyfunc, tracking, tuning, workers
 from wattgpu.modeling import models
 from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import evaluate, to_markdown
@@ -113,6 +114,32 @@ def _redact(url: str) -> str:
     return url
 
 
+def _sweep_and_check(
+    target: str,
+    storage: str,
+    study_name: str,
+    trials: int,
+    seed: int,
+    notify: Callable[[str], None],
+) -> None:
+    """Sweep what killed jobs of this study left running; refuse when the study is complete."""
+    study = tuning.open_study(storage, study_name, seed)
+    failed = tuning.fail_dead_trials(study, workers.is_dead)
+    for run_id in tracking.kill_dead_runs(target, study_name, workers.is_dead):
+        notify(f"run {run_id} of a killed {target} tuning job marked KILLED")
+    if failed:
+        numbers = ", ".join(str(n) for n in failed)
+        notify(
+            f"trial(s) {numbers} of study {study_name!r}, left running by a killed job, marked FAIL"
+        )
+    done = tuning.completed_trials(study)
+    if done >= trials:
+        raise StudyComplete(
+            f"study {study_name!r} already holds {done} complete trial(s), --trials is {trials}: "
+            f"nothing to tune and no run logged (raise --trials to tune further)"
+        )
+
+
 def tune(
     settings: Settings,
     target: str,
@@ -125,10 +152,15 @@ def tune(
     seed: int = 0,
     launcher_run_id: str | None = None,
     show_progress: bool = True,
+    notify: Callable[[str], None] | None = None,
 ) -> TuneResult:
     """Validate the data, tune CatBoost with Optuna on LOGO MdAPE, evaluate, log it all.
 
+    First, what a killed job of the same study left running is swept (``notify`` hears of it):
+    its parent run is marked KILLED and its unfinished trials FAIL.
+
     Raises:
+        StudyComplete: the study already holds ``trials`` complete trials; nothing is logged.
         ValidationFailed: the data broke an expectation; the run is logged as FAILED with the
             report, and no model is logged.
 
@@ -138,7 +170,15 @@ def tune(
     storage = storage or settings.optuna_storage
     study_name = study_name or f"wattgpu-{target}-{data.data_hash[:10]}"
     tracking.configure(settings.tracking_uri)
-    tags = {"wattgpu.kind": "tuning", "wattgpu.target": target, "wattgpu.data_hash": data.data_hash}
+    _sweep_and_check(target, storage, study_name, trials, seed, notify or (lambda _line: None))
+    worker = workers.identity()
+    tags = {
+        "wattgpu.kind": "tuning",
+        "wattgpu.target": target,
+        "wattgpu.data_hash": data.data_hash,
+        "wattgpu.study": study_name,
+        "wattgpu.worker": worker,
+    }
     if launcher_run_id:
         tags["wattgpu.launcher_run_id"] = launcher_run_id
     with tracking.parent_run(target, f"tune-{target}", tags) as run_id:
@@ -197,6 +237,7 @@ def tune(
             seed=seed,
             log_trial=tracking.log_trial,
             on_trial_done=lambda: bar.update(1),
+            worker=worker,
         )
         bar.close()
         params = tuning.best_params(study)

@@ -20,11 +20,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound, WattgpuError
-from wattgpu.lifecycle import tracking
+from wattgpu.lifecycle import promotion_lock, tracking
 
 STAGES = ("staging", "production")
 CHALLENGER = "challenger"
 GATE_TAG = "wattgpu.logo_mdape"
+ARCHIVED_TAG = "wattgpu.archived"
 
 
 class PromotionRefused(WattgpuError):
@@ -74,7 +75,9 @@ def register(target: str, run_id: str | None = None) -> int:
         warnings.simplefilter("ignore")
         try:
             client.get_registered_model(name)
-        except MlflowException:
+        except MlflowException as exc:
+            if exc.error_code not in NOT_FOUND:
+                raise
             client.create_registered_model(name, description=f"WattGPU {target} model (see README)")
         source = run.data.tags.get("wattgpu.model_uri")
         if not source:
@@ -100,10 +103,18 @@ def register(target: str, run_id: str | None = None) -> int:
     return int(version.version)
 
 
+# What the registry answers for a model, version or alias that does not exist. Any other error
+# (an unreachable server, a broken store) propagates: it must not read as "no such version".
+NOT_FOUND = ("RESOURCE_DOES_NOT_EXIST",)
+NO_ALIAS = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+
+
 def _version(client: MlflowClient, name: str, version: int) -> Any:
     try:
         return client.get_model_version(name, str(version))
-    except MlflowException:
+    except MlflowException as exc:
+        if exc.error_code not in NOT_FOUND:
+            raise
         raise ModelNotFound(
             f"{name} has no version {version}; `wattgpu models` lists them"
         ) from None
@@ -112,7 +123,9 @@ def _version(client: MlflowClient, name: str, version: int) -> Any:
 def _alias_version(client: MlflowClient, name: str, alias: str) -> Any | None:
     try:
         return client.get_model_version_by_alias(name, alias)
-    except MlflowException:
+    except MlflowException as exc:
+        if exc.error_code not in NO_ALIAS:
+            raise
         return None
 
 
@@ -123,58 +136,137 @@ def production_version(target: str) -> int | None:
 
 
 def promote(target: str, version: int, stage: str, force: bool = False) -> Promotion:
-    """Move alias ``stage`` to ``version`` if it passes the gate.
+    """Move alias ``stage`` to ``version``, behind the quality gate, under the promotion lock.
+
+    Staging takes any version with the project's tags: the gate compares it with production and
+    records the comparison. Production refuses a version worse than the current one unless
+    forced. The whole read-compare-write runs under ``promotion_lock``, so two promotions at
+    once end as one of the two orders would.
 
     Raises:
-        ConfigError: unknown stage.
-        ModelNotFound: the version does not exist.
+        ConfigError: unknown stage, or production asked to step down to staging.
+        ModelNotFound: the version does not exist or lacks the project's tags.
         PromotionRefused: the candidate's LOGO MdAPE is worse than production's (and not forced).
+        LockBusy: another promotion kept the lock too long.
 
     """
     if stage not in STAGES:
         raise ConfigError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
     client = MlflowClient()
     name = model_name(target)
-    candidate = _version(client, name, version)
-    candidate_mdape = float(candidate.tags[GATE_TAG])
-    production = _alias_version(client, name, "production")
-    production_mdape = float(production.tags[GATE_TAG]) if production is not None else None
-    worse = production_mdape is not None and candidate_mdape > production_mdape
-    decision = "forced" if (worse and force) else ("refused" if worse else "accepted")
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    record = f"{decision} {stage} at {stamp}: candidate LOGO MdAPE {candidate_mdape:.3f} %"
-    if production_mdape is not None:
-        record += f" vs production v{production.version} {production_mdape:.3f} %"
-    else:
-        record += " (first version: no production version to compare with)"
-    client.set_model_version_tag(name, str(version), f"wattgpu.promotion.{stage}", record)
-    if decision == "refused":
-        raise PromotionRefused(
-            f"refused: {name} v{version} has LOGO MdAPE {candidate_mdape:.2f} %, "
-            f"worse than production "
-            f"v{production.version}'s {production_mdape:.2f} %; use --force to promote anyway"
+    candidate_mdape = _gate_number(_version(client, name, version))
+    with promotion_lock.held(client, name) as lease:
+        # Read production only now, under the lock: what the gate compares with is what the
+        # alias move below replaces.
+        production = _alias_version(client, name, "production")
+        if production is not None and int(production.version) == version:
+            if stage == "staging":
+                raise ConfigError(
+                    f"{name} v{version} is in production; promote another version to "
+                    f"production to replace it"
+                )
+        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        decision, production_mdape, record = _gate(
+            version, stage, candidate_mdape, production, force, stamp
         )
-    client.set_registered_model_alias(name, stage, str(version))
-    previous = None
-    if stage == "production" and production is not None and int(production.version) != version:
-        previous = int(production.version)
-        client.set_model_version_tag(
-            name, production.version, "wattgpu.archived", f"replaced by v{version} at {stamp}"
-        )
-    _transition_stage(client, name, version, stage)
+        client.set_model_version_tag(name, str(version), f"wattgpu.promotion.{stage}", record)
+        if decision == "refused":
+            raise PromotionRefused(
+                f"refused: {name} v{version} has LOGO MdAPE {candidate_mdape:.2f} %, worse than "
+                f"production v{production.version}'s {production_mdape:.2f} %; "
+                f"use --force to promote anyway"
+            )
+        promotion_lock.check(lease)
+        replaced = _move(client, name, version, stage, stamp)
     return Promotion(
-        target, version, stage, candidate_mdape, production_mdape, previous, decision == "forced"
+        target,
+        version,
+        stage,
+        candidate_mdape,
+        production_mdape,
+        replaced if stage == "production" else None,
+        decision == "forced",
     )
 
 
+def _gate_number(version: Any) -> float:
+    """The version's LOGO MdAPE tag; ``ModelNotFound`` naming what is missing."""
+    value = version.tags.get(GATE_TAG)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ModelNotFound(
+            f"{version.name} v{version.version} lacks tag {GATE_TAG} (got {value!r}): it was not "
+            f"registered by `wattgpu register`, so the quality gate cannot compare it"
+        ) from None
+
+
+def _gate(
+    version: int,
+    stage: str,
+    candidate_mdape: float,
+    production: Any | None,
+    force: bool,
+    stamp: str,
+) -> tuple[str, float | None, str]:
+    """The decision (accepted / refused / forced), production's number and the record to tag.
+
+    Only a promotion to production can be refused; staging records the comparison. A
+    production without the gate's tag (registered outside wattgpu) is compared with nothing
+    when forced or for staging, and refuses an unforced promotion to production.
+    """
+    gated = stage == "production"
+    if production is not None and int(production.version) == version:
+        return "accepted", None, f"accepted {stage} at {stamp}: already in production"
+    production_mdape = None
+    if production is not None and (GATE_TAG in production.tags or (gated and not force)):
+        production_mdape = _gate_number(production)
+    worse = production_mdape is not None and candidate_mdape > production_mdape
+    decision = "accepted"
+    if worse and gated:
+        decision = "forced" if force else "refused"
+    record = f"{decision} {stage} at {stamp}: candidate LOGO MdAPE {candidate_mdape:.3f} %"
+    if production_mdape is not None:
+        record += f" vs production v{production.version} {production_mdape:.3f} %"
+    elif production is not None:
+        record += f" (production v{production.version} has no {GATE_TAG})"
+    else:
+        record += " (no production version to compare with)"
+    if gated and production is not None and decision != "refused":
+        record += f"; replaced v{production.version}"
+    return decision, production_mdape, record
+
+
+def _move(client: MlflowClient, name: str, version: int, stage: str, stamp: str) -> int | None:
+    """Move the alias and make every version's aliases and stage tell one story.
+
+    A version holds at most one of ``challenger``, ``staging``, ``production``; its stage
+    mirrors that alias, and the version that lost the alias is archived. Returns that version.
+    """
+    previous = _alias_version(client, name, stage)
+    client.set_registered_model_alias(name, stage, str(version))
+    current = client.get_model_version(name, str(version))
+    for alias in set(current.aliases or ()) - {stage}:
+        if alias in (CHALLENGER, *STAGES):
+            client.delete_registered_model_alias(name, alias)
+    if ARCHIVED_TAG in current.tags:
+        client.delete_model_version_tag(name, str(version), ARCHIVED_TAG)
+    _transition_stage(client, name, version, stage.capitalize())
+    if previous is None or int(previous.version) == version:
+        return None
+    client.set_model_version_tag(
+        name, previous.version, ARCHIVED_TAG, f"replaced by v{version} in {stage} at {stamp}"
+    )
+    _transition_stage(client, name, int(previous.version), "Archived")
+    return int(previous.version)
+
+
 def _transition_stage(client: MlflowClient, name: str, version: int, stage: str) -> None:
-    """Mirror the alias in the classic stages (archiving the previous holder), where supported."""
+    """Mirror the alias in the classic stages, where the installed MLflow still has them."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # stages are deprecated since MLflow 2.9
         try:
-            client.transition_model_version_stage(
-                name, str(version), stage=stage.capitalize(), archive_existing_versions=True
-            )
+            client.transition_model_version_stage(name, str(version), stage=stage)
         except (MlflowException, AttributeError, NotImplementedError):
             pass  # an MLflow without stages: the alias alone carries the promotion
 
@@ -185,7 +277,9 @@ def list_versions(target: str) -> pd.DataFrame:
     name = model_name(target)
     try:
         model = client.get_registered_model(name)
-    except MlflowException:
+    except MlflowException as exc:
+        if exc.error_code not in NOT_FOUND:
+            raise
         return pd.DataFrame(
             columns=["model", "version", "aliases", "stage", "created", "logo_mdape", "run_id"]
         )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,11 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound
+from wattgpu.lifecycle.workers import HEARTBEAT_S
 
 EXPERIMENTS = {"power": "wattgpu-power", "itl": "wattgpu-itl"}
 EVALUATION_CSV = "evaluation/evaluation.csv"
+HEARTBEAT_TAG = "wattgpu.heartbeat"
 
 
 def configure(tracking_uri: str) -> None:
@@ -70,7 +74,71 @@ def parent_run(target: str, run_name: str, tags: dict[str, str]) -> Iterator[str
     The run ends FAILED when the block raises, FINISHED otherwise.
     """
     with mlflow.start_run(experiment_id=experiment_id(target), run_name=run_name, tags=tags) as run:
-        yield run.info.run_id
+        with _heartbeat(run.info.run_id):
+            yield run.info.run_id
+
+
+@contextmanager
+def _heartbeat(run_id: str) -> Iterator[None]:
+    """Stamp ``HEARTBEAT_TAG`` (Unix time) on the run every ``HEARTBEAT_S`` while the block runs.
+
+    A job on another machine tells this run's worker dead from a stale beat (``kill_dead_runs``).
+    """
+    client = MlflowClient()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                client.set_tag(run_id, HEARTBEAT_TAG, f"{time.time():.0f}")
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the job must go on
+                pass
+            if stop.wait(HEARTBEAT_S):
+                return
+
+    thread = threading.Thread(target=beat, name="wattgpu-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def kill_dead_runs(
+    target: str, study_name: str, is_dead: Callable[[str, float | None], bool]
+) -> list[str]:
+    """Mark KILLED the runs of ``study_name`` still RUNNING whose worker is dead; return their ids.
+
+    A killed job cannot end its own run; the next job of the same study does it, for the
+    parent run and for any of its trial runs left open. ``is_dead(worker, last_beat)`` judges
+    the run's tags ``wattgpu.worker`` and ``HEARTBEAT_TAG``.
+    """
+    experiment = experiment_id(target)
+    running = "attributes.status = 'RUNNING'"
+    parents = mlflow.search_runs(
+        experiment_ids=[experiment],
+        filter_string=f"tags.`wattgpu.study` = '{study_name}' and {running}",
+        output_format="list",
+    )
+    client = MlflowClient()
+    killed = []
+    for run in parents:
+        worker = run.data.tags.get("wattgpu.worker", "")
+        beat = run.data.tags.get(HEARTBEAT_TAG)
+        if not is_dead(worker, float(beat) if beat else None):
+            continue
+        children = mlflow.search_runs(
+            experiment_ids=[experiment],
+            filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}' and {running}",
+            output_format="list",
+        )
+        for child in children:
+            client.set_terminated(child.info.run_id, "KILLED")
+        client.set_tag(run.info.run_id, "wattgpu.killed", f"its worker {worker} was found dead")
+        client.set_terminated(run.info.run_id, "KILLED")
+        killed.append(run.info.run_id)
+    return killed
 
 
 def log_trial(number: int, params: dict[str, Any], metrics: dict[str, float]) -> None:

@@ -7,6 +7,7 @@ what WattGPU is for. Studies live in any SQLAlchemy storage and resume where the
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -17,13 +18,15 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
 from wattgpu.errors import ConfigError
+from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
 from wattgpu.modeling import models
-from wattgpu.modeling.evaluation import out_of_fold, score
+from wattgpu.modeling.evaluation import FOLD_BACKEND, out_of_fold, score
 from wattgpu.modeling.metrics import mdape
 from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
+WORKER_ATTR = "wattgpu.worker"
 
 
 def search_space(trial: optuna.Trial) -> dict[str, Any]:
@@ -52,9 +55,19 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
+        with warnings.catch_warnings():
+            # experimental in name since Optuna 2.9; the interface has not changed since
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # The heartbeat lets any worker fail the running trials of a worker that died on
+            # another machine once HEARTBEAT_GRACE_S has passed without a beat.
+            rdb = optuna.storages.RDBStorage(
+                storage,
+                heartbeat_interval=int(HEARTBEAT_S),
+                grace_period=int(HEARTBEAT_GRACE_S),
+            )
         return optuna.create_study(
             study_name=study_name,
-            storage=storage,
+            storage=rdb,
             load_if_exists=True,
             direction="minimize",
             sampler=optuna.samplers.TPESampler(seed=seed),
@@ -67,17 +80,38 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
         ) from None
 
 
+def fail_dead_trials(study: optuna.Study, is_dead: Callable[[str], bool]) -> list[int]:
+    """Mark FAIL the running trials whose worker (user attr ``WORKER_ATTR``) is dead."""
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if is_dead(str(trial.user_attrs.get(WORKER_ATTR, ""))):
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+            failed.append(trial.number)
+    return failed
+
+
 def completed_trials(study: optuna.Study) -> int:
     """Number of trials that finished with a value."""
     return sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
 
 
 def make_objective(
-    target: str, frame: pd.DataFrame, seed: int, split: str, log_trial: TrialLogger | None
+    target: str,
+    frame: pd.DataFrame,
+    seed: int,
+    split: str,
+    log_trial: TrialLogger | None,
+    worker: str = "",
 ) -> Callable[[optuna.Trial], float]:
-    """The objective: overall MdAPE of out-of-fold predictions on ``split``."""
+    """The objective: overall MdAPE of out-of-fold predictions on ``split``.
+
+    ``worker`` (a ``workers.identity``) is stamped on each trial, so that a later job can tell
+    a trial left running by a killed worker.
+    """
 
     def objective(trial: optuna.Trial) -> float:
+        if worker:
+            trial.set_user_attr(WORKER_ATTR, worker)
         params = search_space(trial)
         oof = out_of_fold(target, frame, split, params, seed=seed)
         value = mdape(oof["true"], oof["pred"])
@@ -111,6 +145,7 @@ def run_study(
     split: str = "LOGO",
     log_trial: TrialLogger | None = None,
     on_trial_done: Callable[[], None] | None = None,
+    worker: str = "",
 ) -> optuna.Study:
     """Run the study until it holds ``trials`` completed trials (or ``timeout`` seconds pass).
 
@@ -130,7 +165,7 @@ def run_study(
         if on_trial_done:
             callbacks.append(lambda _study, _trial: on_trial_done())
         study.optimize(
-            make_objective(target, frame, seed, split, log_trial),
+            make_objective(target, frame, seed, split, log_trial, worker),
             n_trials=remaining,
             timeout=timeout,
             callbacks=callbacks,
@@ -242,7 +277,7 @@ def nested_out_of_fold(
         if on_study_done is not None:
             on_study_done()
     jobs = min(len(folds), os.cpu_count() or 1)
-    answers = Parallel(n_jobs=jobs)(
+    answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
         delayed(_fit_predict)(
             target, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
         )

@@ -16,6 +16,10 @@ from wattgpu.modeling.metrics import summarise
 from wattgpu.modeling.splits import SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
 
+# Threads, not worker processes: CatBoost fits release the GIL, so threads are as fast here, and
+# they die with the job. Process pools (joblib's loky) outlive a killed parent for minutes.
+FOLD_BACKEND = "threading"
+
 TABLE_COLUMNS = (
     "method",
     "target",
@@ -47,7 +51,7 @@ def out_of_fold(
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
     jobs = min(len(folds), os.cpu_count() or 1)
-    answers = Parallel(n_jobs=jobs)(
+    answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
         delayed(_fit_predict)(target, frame.iloc[train], frame.iloc[test], params, seed)
         for train, test in folds
     )

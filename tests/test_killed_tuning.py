@@ -1,0 +1,137 @@
+"""A tuning job killed with SIGKILL: nothing of it keeps running; the next job sweeps its records.
+
+A real `wattgpu tune` process is killed while a trial runs. Every process it started carries a
+marker in its environment, so the process table can be searched for survivors afterwards
+(psutil is not installed: /proc is read directly).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.lifecycle import tracking, workers
+from wattgpu.modeling.simulate import simulate
+
+pytestmark = pytest.mark.slow
+GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]
+MARKER = "WATTGPU_TEST_MARKER"
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of the live processes whose environment holds ``MARKER=marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if f"{MARKER}={marker}".encode() in environ and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def trial_states(storage: str) -> list[str]:
+    studies = optuna.get_all_study_summaries(storage)
+    if not studies:
+        return []
+    study = optuna.load_study(study_name=studies[0].study_name, storage=storage)
+    return [t.state.name for t in study.trials]
+
+
+def parent_runs(uri: str):
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(
+        experiment_names=["wattgpu-power"], filter_string="tags.`wattgpu.kind` = 'tuning'"
+    )
+
+
+def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog):
+    data = tmp_path / "small.csv"
+    simulate(catalog, seed=5).query("gpu in @GPUS").to_csv(data, index=False)
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, MARKER: marker}
+    env["WATTGPU_DATA_DIR"] = str(SHIPPED_DATA_DIR)
+    command = [sys.executable, "-m", "wattgpu", "tune", "--target", "power", "--data", str(data)]
+    command += ["--storage", storage]
+    job = subprocess.Popen(
+        [*command, "--trials", "3"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL
+    )
+    # kill it once a trial has completed and the next one is running
+    deadline = time.monotonic() + 300
+    while trial_states(storage)[-2:] != ["COMPLETE", "RUNNING"]:
+        assert job.poll() is None, "the job ended before it could be killed"
+        assert time.monotonic() < deadline, trial_states(storage)
+        time.sleep(0.1)
+    assert processes_with(marker), "the marker does not reach the job"
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    # nothing it started outlives it by more than a few seconds
+    deadline = time.monotonic() + 5
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker) == [], "processes of the killed job are still alive"
+    # what it left: a RUNNING parent run (with the heartbeat it beat while alive) and a
+    # RUNNING trial
+    left = parent_runs(uri)
+    assert list(left["status"]) == ["RUNNING"] and left["tags.wattgpu.heartbeat"].notna().all()
+    assert trial_states(storage)[-1] == "RUNNING"
+
+    resumed = subprocess.run(
+        [*command, "--trials", "3"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "marked KILLED" in resumed.stderr and "marked FAIL" in resumed.stderr
+    runs = parent_runs(uri)
+    assert sorted(runs["status"]) == ["FINISHED", "KILLED"]
+    states = trial_states(storage)
+    assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1
+    assert "RUNNING" not in states
+
+    # the study is complete: one line, exit 0, no new run and no new model
+    again = subprocess.run(
+        [*command, "--trials", "2"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.strip().splitlines() == [
+        f"study {runs_study(runs)!r} already holds 3 complete trial(s), --trials is 2: "
+        "nothing to tune and no run logged (raise --trials to tune further)"
+    ]
+    assert len(parent_runs(uri)) == 2
+    assert len(mlflow.search_logged_models(experiment_ids=[runs.iloc[0]["experiment_id"]])) == 1
+
+
+def runs_study(runs) -> str:
+    return runs.iloc[0]["tags.wattgpu.study"]
+
+
+def test_a_run_of_a_worker_on_another_machine_is_swept_once_its_heartbeat_is_stale(tmp_path):
+    tracking.configure(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient()
+    now = time.time()
+    beats = {"stale": now - workers.HEARTBEAT_GRACE_S - 60, "fresh": now, "none": None}
+    ids = {}
+    for name, beat in beats.items():
+        tags = {"wattgpu.kind": "tuning", "wattgpu.study": "s", "wattgpu.worker": "far:42:7"}
+        if beat is not None:
+            tags[tracking.HEARTBEAT_TAG] = f"{beat:.0f}"
+        ids[name] = client.create_run(tracking.experiment_id("power"), tags=tags).info.run_id
+    assert tracking.kill_dead_runs("power", "s", workers.is_dead) == [ids["stale"]]
+    statuses = {name: client.get_run(ids[name]).info.status for name in ids}
+    assert statuses == {"stale": "KILLED", "fresh": "RUNNING", "none": "RUNNING"}
