@@ -3,7 +3,7 @@
 The PostgreSQL server is a throwaway cluster started here (as the `postgres` user, in a temp
 dir, on a free port); the workers are real `wattgpu tune` processes sharing one Optuna study,
 first with the MLflow store as a database URI, then through a tracking server over HTTP with
-PostgreSQL behind it and artifacts served by it, as README "Growing past one machine" says.
+PostgreSQL behind it and artifacts served by it, as docs/operations.md "Growing past one machine" says.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
     data = tmp_path / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     # Create the study and the MLflow store (and so their schemas) once before the workers
-    # start, as the README says: two first-time creators race on the tables.
+    # start, as docs/operations.md says: two first-time creators race on the tables.
     optuna.create_study(study_name="shared", storage=postgres, direction="minimize")
     # MLflow's store lives in the same server (its own database), as a team's tracking server
     # would have it: two processes writing one SQLite file lock each other out under load.
@@ -163,7 +163,7 @@ def background(command: list[str], env: dict[str, str], cwd: Path, log: Path):
 
 
 def team_commands(**at: str) -> dict[str, list[str]]:
-    """README "Growing past one machine" as argument lists; ``at`` fills in where things are."""
+    """docs/operations.md "Growing past one machine" as argument lists; ``at`` fills in where things are."""
     return {
         "server": ["mlflow", "server", "--backend-store-uri", at["backend"], "--serve-artifacts"]
         + ["--artifacts-destination", at["artifacts"], "--host", at["host"], "--port", at["port"]],
@@ -197,7 +197,7 @@ VARYING |= {"--trials", "-p"}
 
 
 def test_readme_team_setup_is_what_the_team_test_runs():
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "operations.md").read_text()
     section = readme.split("## Growing past one machine", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     lines = [line for line in block.splitlines() if line and not line.startswith("#")]
@@ -214,7 +214,7 @@ def test_readme_team_setup_is_what_the_team_test_runs():
 
 
 def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
-    """README "Growing past one machine", command for command, on one machine."""
+    """docs/operations.md "Growing past one machine", command for command, on one machine."""
     rows = simulate(catalog, seed=6)
     data = tmp_path / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
@@ -251,7 +251,7 @@ def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
         created = run(commands["study"])
         assert created.returncode == 0, created.stderr
         env["MLFLOW_TRACKING_URI"] = server_url
-        # the README's worker command, on generated rows of four GPUs to stay small
+        # the documented worker command, on generated rows of four GPUs to stay small
         tune = [*commands["tune"], "--data", str(data)]
         pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
         workers = [subprocess.Popen(tune, env=env, cwd=tmp_path, **pipe) for _ in range(2)]
