@@ -192,7 +192,7 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
         assert "first version, no production to compare with" in first.stdout
     decision = MlflowClient(uri).get_model_version("wattgpu-power", "1").tags
     assert decision["wattgpu.promotion.production"].startswith("accepted production at ")
-    assert "first version" in decision["wattgpu.promotion.production"]
+    assert "no production version to compare with" in decision["wattgpu.promotion.production"]
 
     # from another working directory, with nothing promoted by hand, both models answer
     elsewhere = tmp_path / "elsewhere"

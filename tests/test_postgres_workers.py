@@ -3,7 +3,8 @@
 The PostgreSQL server is a throwaway cluster started here (as the `postgres` user, in a temp
 dir, on a free port); the workers are real `wattgpu tune` processes sharing one Optuna study,
 first with the MLflow store as a database URI, then through a tracking server over HTTP with
-PostgreSQL behind it and artifacts served by it, as docs/operations.md "Growing past one machine" says.
+PostgreSQL behind it and artifacts served by it, as docs/operations.md "Growing past one
+machine" says.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def background(command: list[str], env: dict[str, str], cwd: Path, log: Path):
 
 
 def team_commands(**at: str) -> dict[str, list[str]]:
-    """docs/operations.md "Growing past one machine" as argument lists; ``at`` fills in where things are."""
+    """The team set-up of docs/operations.md as argument lists; ``at`` fills in where things are."""
     return {
         "server": ["mlflow", "server", "--backend-store-uri", at["backend"], "--serve-artifacts"]
         + ["--artifacts-destination", at["artifacts"], "--host", at["host"], "--port", at["port"]],

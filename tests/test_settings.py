@@ -1,4 +1,4 @@
-"""Every documented setting does what docs/operations.md says; errors on outputs are one line, exit 1.
+"""Every documented setting does what the docs say; errors on outputs are one line, exit 1.
 
 One real `wattgpu tune` process runs with every variable pointing into a temporary folder and
 its working directory elsewhere: what it writes must land where the settings say, and nothing in

@@ -54,6 +54,7 @@ LEASE_S = 30.0
 WAIT_S = 60.0
 MARGIN_S = 5.0
 ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
+DOES_NOT_EXIST = "RESOURCE_DOES_NOT_EXIST"
 
 
 class LockBusy(WattgpuError):
@@ -113,6 +114,10 @@ def acquire(client: MlflowClient, model: str, wait_s: float, lease_s: float) -> 
             )
             return lease
         except MlflowException as exc:
+            # The SQL store answers a taken name by reading the holder back; when the holder
+            # released it in between, that read says "not found": the lock is free, try again.
+            if exc.error_code == DOES_NOT_EXIST:
+                continue
             if exc.error_code != ALREADY_EXISTS:
                 raise
         holder = _holder(client, name)
@@ -166,6 +171,6 @@ def _rename(client: MlflowClient, name: str, new_name: str) -> bool:
         client.rename_registered_model(name, new_name)
         return True
     except MlflowException as exc:
-        if exc.error_code in (ALREADY_EXISTS, "RESOURCE_DOES_NOT_EXIST"):
+        if exc.error_code in (ALREADY_EXISTS, DOES_NOT_EXIST):
             return False
         raise
