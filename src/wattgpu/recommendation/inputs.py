@@ -98,14 +98,10 @@ def check_prices(prices: Mapping[str, Any], catalog: Catalog) -> dict[str, float
     """Prices keyed by canonical GPU name; unknown names and negative prices raise."""
     out: dict[str, float] = {}
     for name, price in prices.items():
-        gpu = catalog.find_gpu(str(name))
+        found = catalog.match("gpu", str(name))
+        gpu = found.canonical
         if gpu is None:
-            hint = ", ".join(catalog.suggest(str(name), catalog.gpus))
-            raise QueryError(
-                f"prices: gpu {name!r} is not in the catalogue"
-                + (f"; closest: {hint}" if hint else ""),
-                "gpu",
-            )
+            raise QueryError(f"prices: gpu {name!r} {found.problem}", "gpu")
         if gpu in out:
             raise QueryError(f"prices: gpu {gpu!r} is priced twice (also as {name!r})", "gpu")
         try:
