@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -38,9 +37,10 @@ from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
-    _positive,
+    check_positive,
     check_prices,
     check_profile,
+    check_tokens,
     daily_load,
     read_load_profile,
     read_prices,
@@ -103,15 +103,6 @@ def model_predictor(
     return predict
 
 
-def _tokens(value: Any, field: str, default: float) -> float:
-    if value is None:
-        return default
-    number = _positive(value, field)
-    if number < 1 or not number.is_integer():
-        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
-    return number
-
-
 def recommend(
     model: str,
     *,
@@ -170,9 +161,9 @@ def recommend(
         raise QueryError(f"scenario must be one of {', '.join(SCENARIOS)}; got {scenario!r}")
     canonical = catalog.resolve_llm(model)
     if itl_slo_ms is not None:
-        itl_slo_ms = _positive(itl_slo_ms, "itl_slo_ms")
-    output_tokens = _tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS)
-    input_tokens = _tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS)
+        itl_slo_ms = check_positive(itl_slo_ms, "itl_slo_ms")
+    output_tokens = check_tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS)
+    input_tokens = check_tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS)
     if isinstance(load_profile, str | Path):
         load_profile = read_load_profile(Path(load_profile))
     load = daily_load(rate, requests_per_day, load_profile)
