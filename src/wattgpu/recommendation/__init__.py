@@ -94,13 +94,13 @@ def model_predictor(
             tracking.configure(settings.tracking_uri)
             loaded[target] = registry.load(target, alias)
 
-    def predict(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+    def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
         url = urls[target]
         if url:
             return client.ask_server(url, queries)
-        return client.predict_frame(loaded[target], queries)
+        return client.ask_loaded_model(loaded[target], queries)
 
-    return predict
+    return ask
 
 
 def recommend(
