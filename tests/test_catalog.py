@@ -91,3 +91,72 @@ def test_missing_file_and_missing_column_are_clear(tmp_path):
     pd.DataFrame([llm_row("m")]).to_csv(tmp_path / "llms.csv", index=False)
     with pytest.raises(DataError, match="lacks column.*tdp_w"):
         Catalog.load(tmp_path / "gpus.csv", tmp_path / "llms.csv")
+
+
+V100S = [
+    "NVIDIA Tesla V100 SXM2 16GB",
+    "NVIDIA Tesla V100 SXM2 32GB",
+    "NVIDIA Tesla V100 PCIe 16GB",
+    "NVIDIA Tesla V100 PCIe 32GB",
+]
+
+
+def test_a_family_name_lists_its_variants(catalog):
+    with pytest.raises(UnknownNameError) as err:
+        catalog.resolve_gpu("V100")
+    assert str(err.value) == (
+        "GPU 'V100' could be any of 4 catalogue GPUs: " + ", ".join(V100S) + "; give one of them"
+    )
+    assert err.value.suggestions == V100S
+    assert catalog.match("gpu", "A100 80GB").family == (
+        "NVIDIA A100 PCIe 80GB",
+        "NVIDIA A100 SXM4 80GB",
+    )
+    assert catalog.match("llm", "gemma-3-27b").family == (
+        "google/gemma-3-27b-it",
+        "google/gemma-3-27b-pt",
+    )
+    assert catalog.match("llm", "Mistral-7B-Instruct").family == (
+        "mistralai/Mistral-7B-Instruct-v0.2",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        "mistralai/Mistral-7B-Instruct-v0.1",
+    )
+
+
+def test_a_family_name_with_one_variant_resolves(catalog):
+    assert catalog.resolve_gpu("RTX 6000") == "NVIDIA RTX 6000 Ada Generation"
+    assert catalog.resolve_gpu("Tesla V100 PCIe 32GB") == "NVIDIA Tesla V100 PCIe 32GB"
+    assert catalog.resolve_llm("Llama-3.1-8B-Instruct") == "meta-llama/Llama-3.1-8B-Instruct"
+    assert catalog.resolve_llm("Llama 3.3 70B") == "meta-llama/Llama-3.3-70B-Instruct"
+
+
+def test_an_exact_alias_wins_over_its_family(catalog):
+    assert catalog.resolve_gpu("A100") == "NVIDIA A100 SXM4 40GB"
+    assert catalog.resolve_gpu("h100") == "NVIDIA H100 SXM5"
+    assert catalog.resolve_llm("Llama-3.1-8B") == "meta-llama/Llama-3.1-8B"
+    # data files resolve exactly: a family name is no measurement's GPU
+    assert catalog.find_gpu("RTX 6000") is None
+
+
+def test_a_typo_gets_its_family_as_close_matches(catalog):
+    assert catalog.match("gpu", "V100X").closest == tuple(V100S)
+    assert catalog.match("gpu", "NVIDIA H100 PCle").closest[0] == "NVIDIA H100 PCIe"
+    with pytest.raises(UnknownNameError) as err:
+        catalog.resolve_llm("llama-3.1-8b-instrct")
+    assert str(err.value).startswith(
+        "LLM 'llama-3.1-8b-instrct' is not in the catalogue; "
+        "closest: meta-llama/Llama-3.1-8B-Instruct"
+    )
+
+
+def test_an_unknown_name_says_what_is_allowed_in_one_line(catalog):
+    with pytest.raises(UnknownNameError) as err:
+        catalog.resolve_gpu("Voodoo 5")
+    assert str(err.value) == (
+        "GPU 'Voodoo 5' is not in the catalogue; give a name or alias from gpus.csv"
+    )
+    with pytest.raises(UnknownNameError) as err:
+        catalog.resolve_llm("zzzz/qqqq")
+    assert str(err.value) == (
+        "LLM 'zzzz/qqqq' is not in the catalogue; give a name or alias from llms.csv"
+    )

@@ -7,7 +7,6 @@ and what the old code computed for them. Every number must come back identical.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pandas as pd
 import pytest
 from catboost import CatBoostRegressor
 
+from wattgpu.modeling.card import ModelCard
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.inference import predict_queries
 from wattgpu.modeling.models import Regressor
@@ -37,14 +37,14 @@ def frozen_features() -> pd.DataFrame:
     return pd.read_csv(FIXTURES / "frozen_features.csv.gz")
 
 
-def load_model(target: str) -> tuple[Regressor, dict]:
-    metadata = json.loads((FIXTURES / "frozen_model" / f"{target}.json").read_text())
+def load_model(target: str) -> tuple[Regressor, ModelCard]:
+    card = ModelCard.from_json((FIXTURES / "frozen_model" / f"{target}.json").read_text())
     members = []
-    for number, without in enumerate(metadata["members"]):
+    for number, without in enumerate(card.members):
         member = CatBoostRegressor()
         member.load_model(str(FIXTURES / "frozen_model" / f"{target}_{number}.cbm"))
         members.append((tuple(without), member))
-    return Regressor(target, members), metadata
+    return Regressor(target, members), card
 
 
 def assert_same(new: pd.DataFrame, old: pd.DataFrame) -> None:
@@ -73,11 +73,11 @@ def test_measurement_features_are_unchanged(frozen_features, catalog):
 def test_answers_are_unchanged_where_the_configuration_runs(queries, catalog, target):
     old = pd.read_csv(FIXTURES / "frozen_answers.csv.gz", keep_default_na=False)
     old = old[old["target"] == target].reset_index(drop=True)
-    model, metadata = load_model(target)
+    model, card = load_model(target)
     # the frozen answers predate per-row intervals (a constant ratio per scenario then): compare
     # the predictions, and check the interval against a constant difficulty of 1 by hand
     bounds = IntervalModel(target, (), 1.0, q_low=-0.5, q_high=0.25)
-    new = predict_queries(target, model, bounds, catalog, metadata, queries)
+    new = predict_queries(card, model, bounds, catalog, queries)
     assert new["gpu"].tolist() == old["gpu"].tolist()
     runs = new["prediction"].notna().to_numpy()
     assert 2000 < runs.sum() < len(new)

@@ -406,7 +406,7 @@ def test_registry_ranking_matches_its_predictions(store, catalog):
             "output_tokens": 256.0,
         }
     )
-    answers = client.predict(store, queries, ("power", "itl"))
+    answers = client.ask_models(store, queries, ("power", "itl"))
     assert np.allclose(ranked["power_w"], answers["power_prediction_w"])
     assert np.allclose(ranked["itl_ms"], answers["itl_prediction_ms"])
     big = by_gpu(rec.recommend(LLM_70B, rate=1, settings=store, catalog=catalog))

@@ -530,7 +530,7 @@ def predict(
     targets = ("power", "itl") if target == "both" else (target,)
     _quiet_mlflow()
     try:
-        answers = predict_client.predict(_settings(ctx), queries, targets, alias=alias, url=url)
+        answers = predict_client.ask_models(_settings(ctx), queries, targets, alias=alias, url=url)
     except QueryError as exc:
         # a query made of options: name the options, not the REST columns behind them
         raise click.ClickException(

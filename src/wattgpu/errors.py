@@ -19,17 +19,20 @@ class DataError(WattgpuError):
 
 
 class UnknownNameError(DataError):
-    """A GPU or LLM name resolves to nothing in the catalogue."""
+    """A GPU or LLM name resolves to no single catalogue entry.
 
-    def __init__(self, kind: str, name: str, suggestions: list[str]) -> None:
-        hint = f"; closest: {', '.join(suggestions)}" if suggestions else ""
-        super().__init__(
-            f"{kind} {name!r} is not in the catalogue (give a catalogue name or alias, "
-            f"or describe it by its spec columns){hint}"
-        )
+    Attributes:
+        kind: ``GPU`` or ``LLM``.
+        name: the name as given.
+        suggestions: the variants it could mean, or the closest names.
+
+    """
+
+    def __init__(self, kind: str, name: str, problem: str, suggestions: tuple[str, ...]) -> None:
+        super().__init__(f"{kind} {name!r} {problem}")
         self.kind = kind
         self.name = name
-        self.suggestions = suggestions
+        self.suggestions = list(suggestions)
 
 
 class ValidationFailed(DataError):

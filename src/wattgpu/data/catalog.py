@@ -1,22 +1,25 @@
-"""The GPU and LLM catalogues, and name resolution through their aliases.
+"""The GPU and LLM catalogues, and name resolution through their aliases and families.
 
 Names are compared after normalisation (lower case; letters, digits and dots only), so
 "NVIDIA A100-SXM4-40GB", "nvidia a100 sxm4 40gb" and "NVIDIA_A100_SXM4_40GB" are one name, while
-the dot keeps "opt-1.3b" and "opt-13b" apart.
+the dot keeps "opt-1.3b" and "opt-13b" apart. ``Catalog.match`` is the one resolver
+(:mod:`wattgpu.data.names`): data files use its exact step (``find_gpu``/``find_llm``), queries
+and the recommendation the whole of it (``resolve_gpu``/``resolve_llm``, or ``match``).
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import unique_codes
+from wattgpu.data.names import NameIndex, NameMatch, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
+
+__all__ = ["Catalog", "NameMatch", "SpecArrays", "normalise_name"]
 
 GPU_NUMERIC_COLUMNS = (
     "release_year",
@@ -52,11 +55,6 @@ LLM_TEXT_COLUMNS = ("family", "arch", "dtype")
 LLM_COLUMNS = ("model", "aliases", *LLM_TEXT_COLUMNS, *LLM_NUMERIC_COLUMNS)
 
 
-def normalise_name(name: str) -> str:
-    """Return the comparison key of a GPU or model name: lower case; letters, digits and dots."""
-    return re.sub(r"[^a-z0-9.]", "", str(name).lower())
-
-
 def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame:
     if not Path(path).is_file():
         raise DataError(
@@ -72,34 +70,67 @@ def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame
     return frame
 
 
-def _alias_index(frame: pd.DataFrame, key: str, table: str) -> dict[str, str]:
-    """Map every normalised name and alias to its canonical name, refusing ambiguity."""
-    index: dict[str, str] = {}
-    for canonical, aliases in zip(frame[key], frame["aliases"].fillna(""), strict=True):
-        names = [canonical, *[a for a in str(aliases).split("|") if a.strip()]]
-        for name in names:
-            norm = normalise_name(name)
-            if norm in index and index[norm] != canonical:
-                raise DataError(
-                    f"{table}: name {name!r} is ambiguous, it names both "
-                    f"{index[norm]!r} and {canonical!r}"
-                )
-            index[norm] = canonical
-    return index
-
-
 @dataclass(frozen=True)
+class SpecArrays:
+    """One table's spec columns (``gpu_*`` or ``llm_*``) as arrays, looked up by row number.
+
+    Attributes:
+        rows: canonical name -> row number.
+        arrays: column -> one value per row (float for numbers, object for text).
+
+    """
+
+    rows: dict[str, int]
+    arrays: dict[str, np.ndarray]
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, key: str, prefix: str) -> SpecArrays:
+        """The spec columns of ``frame`` (all but ``key`` and ``aliases``), prefixed once."""
+        specs = frame.drop(columns=[key, "aliases"]).add_prefix(prefix)
+        rows = {str(name): number for number, name in enumerate(frame[key])}
+        arrays = {
+            column: values.to_numpy(dtype=float)
+            if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+            else values.to_numpy(dtype=object)
+            for column, values in specs.items()
+        }
+        return cls(rows, arrays)
+
+    def take(self, names: np.ndarray) -> dict[str, np.ndarray]:
+        """Each column's values for canonical ``names``; NaN for a name not in the table."""
+        codes, uniques = unique_codes(names)
+        found = np.array([self.rows.get(str(u), -1) for u in uniques], dtype=np.intp)[codes]
+        missing = found < 0
+        out = {}
+        for column, values in self.arrays.items():
+            taken = values.take(np.where(missing, 0, found))
+            if missing.any():
+                taken = taken.copy()
+                taken[missing] = np.nan
+            out[column] = taken
+        return out
+
+
+@dataclass(frozen=True, eq=False)
 class Catalog:
-    """Both catalogues with their alias indexes.
+    """Both catalogues, their spec arrays and their name indexes (build with ``from_frames``).
 
     Attributes:
         gpus: one row per GPU, indexed by canonical name.
         llms: one row per LLM, indexed by Hugging Face id.
+        gpu_specs: the GPU spec columns (``gpu_*``) as arrays, for features.
+        llm_specs: the LLM spec columns (``llm_*``) as arrays, for features.
+        gpu_names: GPU names and aliases, and how a name resolves through them.
+        llm_names: LLM ids and aliases, and how a name resolves through them.
 
     """
 
     gpus: pd.DataFrame
     llms: pd.DataFrame
+    gpu_specs: SpecArrays = field(repr=False)
+    llm_specs: SpecArrays = field(repr=False)
+    gpu_names: NameIndex = field(repr=False)
+    llm_names: NameIndex = field(repr=False)
 
     @classmethod
     def from_frames(cls, gpus: pd.DataFrame, llms: pd.DataFrame) -> Catalog:
@@ -112,27 +143,14 @@ class Catalog:
                 raise DataError(f"{table}: duplicate {key} {dupes[0]!r}; each must be unique")
         if "num_kv_layers" not in llms.columns:
             llms["num_kv_layers"] = llms["num_layers"]
-        catalog = cls(gpus.set_index("gpu", drop=False), llms.set_index("model", drop=False))
-        # the spec tables as features want them (gpu_*, llm_*), prefixed once, not per query
-        gpu_specs = catalog.gpus.drop(columns=["gpu", "aliases"]).add_prefix("gpu_")
-        llm_specs = catalog.llms.drop(columns=["model", "aliases"]).add_prefix("llm_")
-        object.__setattr__(catalog, "gpu_specs", gpu_specs)
-        object.__setattr__(catalog, "llm_specs", llm_specs)
-        # per table: canonical name -> row number, and each spec column as one numpy array, so
-        # that features look specs up by position instead of reindexing frames per query
-        for name, specs in (("gpu", gpu_specs), ("llm", llm_specs)):
-            rows = {str(key): number for number, key in enumerate(specs.index)}
-            arrays = {
-                column: values.to_numpy(dtype=float)
-                if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
-                else values.to_numpy(dtype=object)
-                for column, values in specs.items()
-            }
-            object.__setattr__(catalog, f"_{name}_rows", rows)
-            object.__setattr__(catalog, f"_{name}_arrays", arrays)
-        object.__setattr__(catalog, "_gpu_index", _alias_index(gpus, "gpu", "gpus"))
-        object.__setattr__(catalog, "_llm_index", _alias_index(llms, "model", "llms"))
-        return catalog
+        return cls(
+            gpus=gpus.set_index("gpu", drop=False),
+            llms=llms.set_index("model", drop=False),
+            gpu_specs=SpecArrays.from_frame(gpus, "gpu", "gpu_"),
+            llm_specs=SpecArrays.from_frame(llms, "model", "llm_"),
+            gpu_names=NameIndex.from_frame(gpus, "gpu", "GPU", "gpus.csv"),
+            llm_names=NameIndex.from_frame(llms, "model", "LLM", "llms.csv"),
+        )
 
     @classmethod
     def load(cls, gpus_csv: Path, llms_csv: Path) -> Catalog:
@@ -149,50 +167,34 @@ class Catalog:
         Numeric columns are float arrays, text ones object arrays; a name that is not a canonical
         one gets NaN in every column.
         """
-        rows: dict[str, int] = getattr(self, f"_{kind}_rows")
-        arrays: dict[str, np.ndarray] = getattr(self, f"_{kind}_arrays")
-        codes, uniques = unique_codes(names)
-        found = np.array([rows.get(str(u), -1) for u in uniques], dtype=np.intp)[codes]
-        missing = found < 0
-        out = {}
-        for column, values in arrays.items():
-            taken = values.take(np.where(missing, 0, found))
-            if missing.any():
-                taken = taken.copy()
-                taken[missing] = np.nan
-            out[column] = taken
-        return out
+        return (self.gpu_specs if kind == "gpu" else self.llm_specs).take(names)
+
+    def match(self, kind: str, name: str) -> NameMatch:
+        """Resolve a GPU (``kind="gpu"``) or LLM name: the one resolver behind every lookup.
+
+        Exact names and aliases first, then a name's family (one variant: resolved; several:
+        listed), else the closest names; see :mod:`wattgpu.data.names`.
+        """
+        return (self.gpu_names if kind == "gpu" else self.llm_names).match(name)
 
     def find_gpu(self, name: str) -> str | None:
-        """Return the canonical GPU name for ``name`` or ``None``."""
-        return self._gpu_index.get(normalise_name(name))  # type: ignore[attr-defined]
+        """The canonical GPU whose name or alias ``name`` is, or ``None`` (data files: no guess)."""
+        return self.gpu_names.find(name)
 
     def find_llm(self, name: str) -> str | None:
-        """Return the canonical LLM id for ``name`` or ``None``."""
-        return self._llm_index.get(normalise_name(name))  # type: ignore[attr-defined]
+        """The canonical LLM whose id or alias ``name`` is, or ``None`` (data files: no guess)."""
+        return self.llm_names.find(name)
 
     def resolve_gpu(self, name: str) -> str:
-        """Return the canonical GPU name, or raise ``UnknownNameError`` with close matches."""
-        found = self.find_gpu(name)
-        if found is None:
-            raise UnknownNameError("GPU", name, self.suggest(name, self.gpus))
-        return found
+        """The canonical GPU for ``name`` (see ``match``), or raise ``UnknownNameError``."""
+        return self._resolve("gpu", name)
 
     def resolve_llm(self, name: str) -> str:
-        """Return the canonical LLM id, or raise ``UnknownNameError`` with close matches."""
-        found = self.find_llm(name)
-        if found is None:
-            raise UnknownNameError("LLM", name, self.suggest(name, self.llms))
-        return found
+        """The canonical LLM for ``name`` (see ``match``), or raise ``UnknownNameError``."""
+        return self._resolve("llm", name)
 
-    @staticmethod
-    def suggest(name: str, table: pd.DataFrame, n: int = 3) -> list[str]:
-        """Up to ``n`` canonical names whose name or alias is closest to ``name``."""
-        candidates = {str(c): str(c) for c in table.index}
-        for canonical, aliases in zip(table.index, table["aliases"].fillna(""), strict=True):
-            for alias in str(aliases).split("|"):
-                if alias.strip():
-                    candidates[alias.strip()] = str(canonical)
-        lowered = {k.lower(): v for k, v in candidates.items()}
-        matches = difflib.get_close_matches(str(name).lower(), list(lowered), n=n * 3, cutoff=0.5)
-        return list(dict.fromkeys(lowered[m] for m in matches))[:n]
+    def _resolve(self, kind: str, name: str) -> str:
+        found = self.match(kind, name)
+        if found.canonical is None:
+            raise UnknownNameError(found.kind, name, found.problem, found.family or found.closest)
+        return found.canonical

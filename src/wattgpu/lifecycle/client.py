@@ -61,21 +61,24 @@ def ask_server(url: str, queries: pd.DataFrame, timeout: float = 60.0) -> pd.Dat
     return pd.DataFrame(payload["predictions"])
 
 
-def predict(
+def ask_models(
     settings: Settings,
     queries: pd.DataFrame,
     targets: tuple[str, ...],
     alias: str = "production",
     url: str | None = None,
 ) -> pd.DataFrame:
-    """Answer queries for one or both targets; with two, one wide row per query."""
+    """Ask the registry's ``alias`` models (or the server at ``url``) for one or both targets.
+
+    With two targets the answer is one wide row per query.
+    """
     answers = {}
     for target in targets:
         if url:
             answer = ask_server(url, queries)
         else:
             tracking.configure(settings.tracking_uri)
-            answer = predict_frame(registry.load(target, alias), queries)
+            answer = ask_loaded_model(registry.load(target, alias), queries)
         # the served answer holds None (JSON null) where there is no number: NaN here
         for column in FLOAT_OUTPUTS:
             if column in answer.columns:
@@ -95,7 +98,7 @@ def predict(
     return wide
 
 
-def predict_frame(model, queries: pd.DataFrame) -> pd.DataFrame:  # noqa: ANN001
+def ask_loaded_model(model, queries: pd.DataFrame) -> pd.DataFrame:  # noqa: ANN001
     """Run a loaded pyfunc model, turning its 400-style errors back into ``QueryError``."""
     from mlflow.exceptions import MlflowException
 

@@ -23,6 +23,7 @@ from wattgpu.data.measurements import data_hash, expand_paths, read_measurements
 from wattgpu.errors import DataError, StudyComplete, ValidationFailed
 from wattgpu.lifecycle import plots, pyfunc, tracking, tuning, workers
 from wattgpu.modeling import models
+from wattgpu.modeling.card import ModelCard
 from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
@@ -276,18 +277,6 @@ def tune(
             tracking.log_figure(fig, artifact)
             plots.close(fig)
         logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
-        metadata = {
-            "target": target,
-            "params": params,
-            "data_hash": data.data_hash,
-            "logo_mdape": float(study.best_value),
-            "logo_mdape_by_scenario": dict(
-                zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
-            ),
-            "interval_coverage_nominal": COVERAGE,
-            "domain": training_domain(rows),
-            "wattgpu_version": __version__,
-        }
         without = difficulty_without(target)
         gpus = rows["gpu"].to_numpy()
         bounds = fit_interval(target, rows, oof["LOGO"], without, gpus, seed=seed)
@@ -296,10 +285,23 @@ def tune(
             oof["LOGO"]["pred"],
             *held_out_intervals(target, rows, oof["LOGO"], without, gpus, seed=seed),
         )
-        metadata.update({f"{k}_held_out_gpu": v for k, v in held_out.items()})
+        card = ModelCard(
+            target=target,
+            domain=training_domain(rows),
+            params=params,
+            data_hash=data.data_hash,
+            logo_mdape=float(study.best_value),
+            logo_mdape_by_scenario=dict(
+                zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
+            ),
+            interval_coverage_nominal=COVERAGE,
+            interval_coverage_held_out_gpu=held_out["interval_coverage"],
+            interval_width_held_out_gpu=held_out["interval_width"],
+            wattgpu_version=__version__,
+        )
         tracking.log_metrics({f"{k}_held_out_gpu": v for k, v in held_out.items()})
-        tracking.log_dict(metadata, "model_metadata.json")
-        uri = pyfunc.log_pyfunc(model, bounds, data.catalog, metadata)
+        tracking.log_dict(card.to_dict(), "model_metadata.json")
+        uri = pyfunc.log_pyfunc(model, bounds, data.catalog, card)
         tracking.set_tags({"wattgpu.model_uri": uri})
         tracking.set_tags({"wattgpu.machine": platform.platform()})
     if launcher_run_id:

@@ -1,15 +1,15 @@
 """The served model: an ``mlflow.pyfunc`` model that answers raw query rows.
 
 Its artifacts hold everything it needs — the CatBoost members, the interval's difficulty model, a
-snapshot of both catalogues and the metadata (target, interval factors, training domain) — and
+snapshot of both catalogues and the model card (target, interval factors, training domain) — and
 the ``wattgpu`` package itself travels as code, so it loads and predicts in a process with no
 access to this repository.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from mlflow.types import ColSpec, Schema
 import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
+from wattgpu.modeling.card import IntervalSpec, ModelCard
 from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.models import Regressor
 from wattgpu.modeling.queries import ALL_FIELDS
@@ -50,28 +51,27 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
     """Predicts one target (power in W, or ITL in ms) with an interval and warnings per row."""
 
     def load_context(self, context: Any) -> None:
-        """Read the CatBoost members, the catalogue snapshot and the metadata from the artifacts."""
+        """Read the CatBoost members, the catalogue snapshot and the model card (artifacts)."""
         artifacts = context.artifacts
-        self.metadata = json.loads(Path(artifacts["metadata"]).read_text())
+        self.card = ModelCard.from_json(Path(artifacts["metadata"]).read_text())
         self.catalog = Catalog.load(Path(artifacts["gpus"]), Path(artifacts["llms"]))
         members = []
-        for number, without in enumerate(self.metadata["members"]):
+        for number, without in enumerate(self.card.members):
             member = CatBoostRegressor()
             member.load_model(artifacts[f"catboost_{number}"])
-            members.append((tuple(without), member))
-        self.model = Regressor(self.metadata["target"], members)
-        spec = self.metadata["interval"]
-        difficulty = spec.get("difficulty")  # a number when every residual was alike
-        if difficulty is None:
+            members.append((without, member))
+        self.model = Regressor(self.card.target, members)
+        spec = self.card.interval
+        if spec is None:
+            raise WattgpuError(f"the model card {artifacts['metadata']} has no interval")
+        difficulty: CatBoostRegressor | float
+        if spec.difficulty is None:
             difficulty = CatBoostRegressor()
             difficulty.load_model(artifacts["interval"])
+        else:  # a number when every residual was alike
+            difficulty = spec.difficulty
         self.bounds = IntervalModel(
-            self.metadata["target"],
-            tuple(spec["without"]),
-            difficulty,
-            spec["q_low"],
-            spec["q_high"],
-            spec["coverage"],
+            self.card.target, spec.without, difficulty, spec.q_low, spec.q_high, spec.coverage
         )
 
     def predict(
@@ -87,9 +87,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             frame = (
                 model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
             )
-            answer = answer_columns(
-                self.metadata["target"], self.model, self.bounds, self.catalog, self.metadata, frame
-            )
+            answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
             # stack trace (a plain exception would carry the server's traceback to the client).
@@ -121,7 +119,7 @@ def signature() -> ModelSignature:
     With an input schema MLflow coerces the request before the model sees it: a JSON ``true``
     or ``"0.5"`` becomes a number, 8.9 an 8 in an integer column. Without one the model gets the
     values as sent and ``wattgpu.modeling.queries`` checks each field's type and range itself
-    (``query_fields`` in the metadata and the input example show what a query holds).
+    (``query_fields`` in the model card and the input example show what a query holds).
     """
     outputs = [
         ColSpec("double", name, required=False)
@@ -132,10 +130,11 @@ def signature() -> ModelSignature:
     return ModelSignature(inputs=None, outputs=Schema(outputs))
 
 
-def log_pyfunc(
-    model: Regressor, bounds: IntervalModel, catalog: Catalog, metadata: dict[str, Any]
-) -> str:
-    """Log the served model to the active run under ``model``; return its URI."""
+def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: ModelCard) -> str:
+    """Log the served model to the active run under ``model``; return its URI.
+
+    The card gets the packaging filled in: the members, the interval and the query fields.
+    """
     package = Path(wattgpu.__file__).parent
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -147,21 +146,15 @@ def log_pyfunc(
         if not isinstance(bounds.difficulty, float):
             bounds.difficulty.save_model(str(root / "interval.cbm"))
             artifacts["interval"] = str(root / "interval.cbm")
-        metadata = {
-            **metadata,
-            "members": [list(without) for without, _ in model.members],
-            "query_fields": list(ALL_FIELDS),
-            "interval": {
-                "without": list(bounds.without),
-                "q_low": bounds.q_low,
-                "q_high": bounds.q_high,
-                "coverage": bounds.coverage,
-                "difficulty": bounds.difficulty if isinstance(bounds.difficulty, float) else None,
-            },
-        }
+        card = replace(
+            card,
+            members=tuple(tuple(without) for without, _ in model.members),
+            query_fields=tuple(ALL_FIELDS),
+            interval=IntervalSpec.of(bounds),
+        )
         catalog.gpus.to_csv(root / "gpus.csv", index=False)
         catalog.llms.to_csv(root / "llms.csv", index=False)
-        (root / "metadata.json").write_text(json.dumps(metadata, indent=2, default=float))
+        (root / "metadata.json").write_text(card.to_json())
         info = mlflow.pyfunc.log_model(
             name="model",
             python_model=WattgpuModel(),

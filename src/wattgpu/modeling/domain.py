@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 # How far beyond the trained range a value may go before the answer is flagged as extrapolated.
 RANGE_MARGIN = 1.25
+# Adds a warning (a text, or a function of the row number) to each row of a mask.
+Flag = Callable[[np.ndarray, Any], None]
 
 
 def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
@@ -32,11 +35,24 @@ def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def memory_fits(
+    free_memory_gb: ArrayLike, max_concurrent_seqs: ArrayLike, sequences: ArrayLike = 1.0
+) -> np.ndarray:
+    """Where the weights and the KV cache of ``sequences`` full-length sequences fit in memory.
+
+    The one memory-fit check. ``free_memory_gb`` (memory left after the weights) and
+    ``max_concurrent_seqs`` (sequences the KV cache holds) are ``build_features``' columns. A NaN
+    ``sequences`` checks the weights only; a NaN memory figure counts as fitting (nothing is
+    known against it).
+    """
+    free = np.asarray(free_memory_gb, dtype=float)
+    held = np.asarray(max_concurrent_seqs, dtype=float)
+    return ~((free <= 0) | (held < np.asarray(sequences, dtype=float)))
+
+
 def cannot_run(features: Mapping[str, Any]) -> np.ndarray:
     """Rows whose GPUs cannot hold the weights and the KV cache of one full sequence."""
-    seqs = np.asarray(features["max_concurrent_seqs"], dtype=float)
-    free = np.asarray(features["free_memory_gb"], dtype=float)
-    return (free <= 0) | (seqs < 1)
+    return ~memory_fits(features["free_memory_gb"], features["max_concurrent_seqs"])
 
 
 def _fit_reason(features: Mapping[str, Any], i: int) -> str:
@@ -80,6 +96,17 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     moe = values("llm_active_params_b") < values("llm_params_b")
     if not domain.get("moe_seen", False):
         flag(moe, "mixture-of-experts LLM: the model was trained on dense LLMs only")
+    _flag_ranges(flag, features, domain)
+    _flag_engines(flag, features, domain)
+    for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
+        if column in features:
+            known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
+            flag(~known, f"{kind} described by its specs, not in the catalogue")
+    return ["; ".join(n) for n in notes]
+
+
+def _flag_ranges(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+    """Flag numbers beyond the trained range (by more than ``RANGE_MARGIN``) or below it."""
     for column, label in (
         ("llm_params_b", "parameters"),
         ("gpu_memory_bandwidth_gb_s", "memory bandwidth"),
@@ -88,7 +115,7 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
         ("num_gpus", "GPU count"),
     ):
         low, high = domain.get(column, [np.nan, np.nan])
-        column_values = values(column)
+        column_values = np.asarray(features[column], dtype=float)
         if np.isfinite(high):
             flag(
                 np.isfinite(column_values) & (column_values > high * RANGE_MARGIN),
@@ -103,9 +130,13 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
                     f"{lab} {v[i]:g} below the trained range (min {lo:g})"
                 ),
             )
+
+
+def _flag_engines(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+    """Flag an engine or engine year not seen in training."""
     low, high = domain.get("engine_year", [np.nan, np.nan])
     if np.isfinite(low) and np.isfinite(high):
-        years = values("engine_year")
+        years = np.asarray(features["engine_year"], dtype=float)
         flag(
             (years < low) | (years > high),
             lambda i: f"engine year {years[i]:g} outside the trained years ({low:g}-{high:g})",
@@ -119,8 +150,3 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
                 f"engine {str(engine[i])!r} not seen in training ({', '.join(sorted(engines))})"
             ),
         )
-    for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
-        if column in features:
-            known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
-            flag(~known, f"{kind} described by its specs, not in the catalogue")
-    return ["; ".join(n) for n in notes]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import models
+from wattgpu.modeling.card import ModelCard
 from wattgpu.modeling.domain import cannot_run, domain_warnings
 from wattgpu.modeling.features import feature_columns
 from wattgpu.modeling.queries import check_query_columns
@@ -44,21 +45,19 @@ FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper")
 
 
 def predict_queries(
-    target: str,
+    card: ModelCard,
     model: Any,
     bounds: IntervalModel,
     catalog: Catalog,
-    metadata: dict[str, Any],
     queries: pd.DataFrame,
 ) -> pd.DataFrame:
-    """Predict ``target`` for raw query rows.
+    """Predict the card's target (power or ITL) for raw query rows.
 
     Args:
-        target: ``power`` or ``itl``.
+        card: the model card (its ``target``, and its training ``domain`` for the warnings).
         model: the fitted CatBoost regressor.
         bounds: the interval model (the row's difficulty and the conformal factors).
         catalog: the catalogue snapshot the model was trained with.
-        metadata: the training ``domain`` stored with the model.
         queries: rows with ``gpu``, ``model``, ``scenario`` and optional workload/spec columns.
 
     Returns:
@@ -71,18 +70,18 @@ def predict_queries(
         QueryError: a row is invalid (names the row and the field).
 
     """
-    return pd.DataFrame(answer_columns(target, model, bounds, catalog, metadata, queries))
+    return pd.DataFrame(answer_columns(card, model, bounds, catalog, queries))
 
 
 def answer_columns(
-    target: str,
+    card: ModelCard,
     model: Any,
     bounds: IntervalModel,
     catalog: Catalog,
-    metadata: dict[str, Any],
     queries: pd.DataFrame,
 ) -> dict[str, Any]:
     """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
+    target = card.target
     rows = feature_columns(check_query_columns(queries, catalog), catalog)
     value = np.asarray(models.predict(target, model, rows), dtype=float)
     lower, upper = interval(bounds, rows, value)
@@ -93,5 +92,5 @@ def answer_columns(
     for column, values in (("prediction", value), ("lower", lower), ("upper", upper)):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
-    answer["warnings"] = domain_warnings(rows, metadata["domain"])
+    answer["warnings"] = domain_warnings(rows, card.domain)
     return {column: answer[column] for column in OUTPUT_COLUMNS}

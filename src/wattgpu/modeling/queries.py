@@ -293,15 +293,15 @@ def _check_load(out: Columns) -> None:
 def _resolve(kind: str, out: Columns, catalog: Catalog, required: tuple[str, ...]) -> None:
     """Put canonical names in ``out[key]`` and flags in ``out[kind_in_catalog]``.
 
-    A row that names an unknown GPU/LLM without describing it is an error (with close matches).
+    Names resolve through ``Catalog.match`` (aliases, then families). A row that names no single
+    catalogue GPU/LLM without describing it is an error (with the variants or close matches).
     """
     key = "gpu" if kind == "gpu" else "model"
-    find = catalog.find_gpu if kind == "gpu" else catalog.find_llm
     codes, uniques = unique_codes(out[key])
-    found = [find(u) for u in uniques]
-    in_catalog = np.array([f is not None for f in found])[codes]
+    matches = [catalog.match(kind, u) for u in uniques]
+    in_catalog = np.array([m.canonical is not None for m in matches])[codes]
     names = np.empty(len(uniques), dtype=object)
-    names[:] = [f if f is not None else u for f, u in zip(found, uniques, strict=True)]
+    names[:] = [m.canonical or u for m, u in zip(matches, uniques, strict=True)]
     blank = np.zeros(len(in_catalog), dtype=bool)
     for field in required:
         blank |= np.isnan(out[field])
@@ -309,12 +309,10 @@ def _resolve(kind: str, out: Columns, catalog: Catalog, required: tuple[str, ...
     if row is not None:
         name = out[key][row]
         missing = [f for f in required if np.isnan(out[f][row])]
-        suggestions = catalog.suggest(name, catalog.gpus if kind == "gpu" else catalog.llms)
-        hint = f"; closest: {', '.join(suggestions)}" if suggestions else ""
-        label = "GPU" if kind == "gpu" else "LLM"
+        problem = matches[codes[row]].problem
         raise QueryError(
-            f"{key} {show(name)} is not in the catalogue{hint}; give a catalogue name or describe "
-            f"the {label} with {', '.join(required)} (missing: {', '.join(missing)})",
+            f"{key} {show(name)} {problem}, or describe the {kind.upper()} with "
+            f"{', '.join(required)} (missing: {', '.join(missing)})",
             key,
             row,
         )

@@ -38,9 +38,10 @@ from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
-    _positive,
+    check_positive,
     check_prices,
     check_profile,
+    check_tokens,
     daily_load,
     read_load_profile,
     read_prices,
@@ -94,22 +95,13 @@ def model_predictor(
             tracking.configure(settings.tracking_uri)
             loaded[target] = registry.load(target, alias)
 
-    def predict(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+    def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
         url = urls[target]
         if url:
             return client.ask_server(url, queries)
-        return client.predict_frame(loaded[target], queries)
+        return client.ask_loaded_model(loaded[target], queries)
 
-    return predict
-
-
-def _tokens(value: Any, field: str, default: float) -> float:
-    if value is None:
-        return default
-    number = _positive(value, field)
-    if number < 1 or not number.is_integer():
-        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
-    return number
+    return ask
 
 
 def recommend(
@@ -166,41 +158,69 @@ def recommend(
     """
     settings = settings or load_settings()
     catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
+    request = _checked_request(catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens)
+    request["load"] = _checked_load(rate, requests_per_day, load_profile)
+    request["gpus"] = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
+    request["prices"] = _checked_prices(prices, catalog)
+    predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
+    table = rank_gpus(catalog=catalog, predictor=predictor, strict=strict, **request)
+    table.attrs["request"] = _summary(request, strict)
+    return table
+
+
+def _checked_load(
+    rate: float | None,
+    requests_per_day: float | None,
+    load_profile: pd.DataFrame | str | Path | None,
+) -> pd.DataFrame | None:
+    """The day's load from a rate, a daily count or a profile (a frame or a CSV's path)."""
+    if isinstance(load_profile, str | Path):
+        load_profile = read_load_profile(Path(load_profile))
+    return daily_load(rate, requests_per_day, load_profile)
+
+
+def _checked_prices(
+    prices: Mapping[str, float] | str | Path | None, catalog: Catalog
+) -> dict[str, float] | None:
+    """Prices by canonical GPU name, from a mapping or a CSV's path (``None``: no prices)."""
+    if isinstance(prices, str | Path):
+        prices = read_prices(Path(prices))
+    return check_prices(prices, catalog) if prices is not None else None
+
+
+def _checked_request(
+    catalog: Catalog,
+    model: str,
+    scenario: str,
+    itl_slo_ms: float | None,
+    output_tokens: float | None,
+    input_tokens: float | None,
+) -> dict[str, Any]:
+    """The LLM, scenario, SLO and token counts checked, as ``rank_gpus`` keywords."""
     if scenario not in SCENARIOS:
         raise QueryError(f"scenario must be one of {', '.join(SCENARIOS)}; got {scenario!r}")
     canonical = catalog.resolve_llm(model)
     if itl_slo_ms is not None:
-        itl_slo_ms = _positive(itl_slo_ms, "itl_slo_ms")
-    output_tokens = _tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS)
-    input_tokens = _tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS)
-    if isinstance(load_profile, str | Path):
-        load_profile = read_load_profile(Path(load_profile))
-    load = daily_load(rate, requests_per_day, load_profile)
-    names = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
-    if isinstance(prices, str | Path):
-        prices = read_prices(Path(prices))
-    checked = check_prices(prices, catalog) if prices is not None else None
-    predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
-    table = rank_gpus(
-        canonical,
-        catalog,
-        predictor,
-        load=load,
-        itl_slo_ms=itl_slo_ms,
-        scenario=scenario,
-        output_tokens=output_tokens,
-        input_tokens=input_tokens,
-        gpus=names,
-        prices=checked,
-        strict=strict,
-    )
-    table.attrs["request"] = {
+        itl_slo_ms = check_positive(itl_slo_ms, "itl_slo_ms")
+    return {
         "model": canonical,
         "scenario": scenario,
         "itl_slo_ms": itl_slo_ms,
-        "requests_per_day": float(load["rate"].sum() * 3600.0) if load is not None else None,
-        "output_tokens": output_tokens,
-        "input_tokens": input_tokens,
+        "output_tokens": check_tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS),
+        "input_tokens": check_tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS),
+    }
+
+
+def _summary(request: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """The resolved inputs, as ``attrs["request"]`` of the answer holds them."""
+    return {
+        "model": request["model"],
+        "scenario": request["scenario"],
+        "itl_slo_ms": request["itl_slo_ms"],
+        "requests_per_day": (
+            float(request["load"]["rate"].sum() * 3600.0) if request["load"] is not None else None
+        ),
+        "output_tokens": request["output_tokens"],
+        "input_tokens": request["input_tokens"],
         "strict": strict,
     }
-    return table

@@ -22,13 +22,29 @@ from wattgpu.errors import DataError, QueryError
 from wattgpu.recommendation.ranking import HOURS
 
 
-def _positive(value: Any, field: str, allow_zero: bool = False) -> float:
+def check_positive(value: Any, field: str, allow_zero: bool = False) -> float:
+    """``value`` as a float if it is a finite number > 0 (>= 0 with ``allow_zero``).
+
+    Raises:
+        QueryError: naming ``field``, what is allowed and the bad value.
+
+    """
     if isinstance(value, bool) or not isinstance(value, Number | np.number):
         raise QueryError(f"{field} must be a number; got {value!r}", field)
     number = float(value)
     if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
         allowed = "a finite number >= 0" if allow_zero else "a finite number > 0"
         raise QueryError(f"{field} must be {allowed}; got {value!r}", field)
+    return number
+
+
+def check_tokens(value: Any, field: str, default: float) -> float:
+    """A token count: a whole number >= 1, or ``default`` when ``value`` is ``None``."""
+    if value is None:
+        return default
+    number = check_positive(value, field)
+    if number < 1 or not number.is_integer():
+        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
     return number
 
 
@@ -87,10 +103,10 @@ def daily_load(
     if load_profile is not None:
         return check_profile(load_profile)
     if requests_per_day is not None:
-        rate = _positive(requests_per_day, "requests_per_day") / 86400.0
+        rate = check_positive(requests_per_day, "requests_per_day") / 86400.0
     if rate is None:
         return None
-    rate = _positive(rate, "rate")
+    rate = check_positive(rate, "rate")
     return pd.DataFrame({"hour": range(HOURS), "rate": rate})
 
 
@@ -98,18 +114,14 @@ def check_prices(prices: Mapping[str, Any], catalog: Catalog) -> dict[str, float
     """Prices keyed by canonical GPU name; unknown names and negative prices raise."""
     out: dict[str, float] = {}
     for name, price in prices.items():
-        gpu = catalog.find_gpu(str(name))
+        found = catalog.match("gpu", str(name))
+        gpu = found.canonical
         if gpu is None:
-            hint = ", ".join(catalog.suggest(str(name), catalog.gpus))
-            raise QueryError(
-                f"prices: gpu {name!r} is not in the catalogue"
-                + (f"; closest: {hint}" if hint else ""),
-                "gpu",
-            )
+            raise QueryError(f"prices: gpu {name!r} {found.problem}", "gpu")
         if gpu in out:
             raise QueryError(f"prices: gpu {gpu!r} is priced twice (also as {name!r})", "gpu")
         try:
-            out[gpu] = _positive(price, "usd_per_hour", allow_zero=True)
+            out[gpu] = check_positive(price, "usd_per_hour", allow_zero=True)
         except QueryError as exc:
             raise QueryError(f"prices: {exc} (gpu {name!r})", "usd_per_hour") from None
     return out

@@ -11,12 +11,14 @@ documented in :mod:`wattgpu.recommendation`. ``verdict`` says the answer in one 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ConfigError, QueryError
+from wattgpu.modeling.domain import memory_fits
 from wattgpu.modeling.features import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -191,9 +193,29 @@ def rank_gpus(
     workload |= {"input_tokens": float(input_tokens), "output_tokens": float(output_tokens)}
     phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload), catalog)
     phys = phys.set_index("gpu")
-    kv_per_seq_gb = phys["kv_bytes_per_token"] * (input_tokens + output_tokens) / 1e9
+    table = _predicted(names, phys, predictor, workload, hourly, day_tokens)
+    table = _memory_and_energy(table, phys, input_tokens + output_tokens)
+    table = _judged(table, phys, itl_slo_ms, strict)
+    if prices is not None:
+        table = _priced(table, prices)
+    return _ordered(table, with_prices=prices is not None)
 
-    candidates = [g for g in names if phys.at[g, "free_memory_gb"] > 0]
+
+def _predicted(
+    names: list[str],
+    phys: pd.DataFrame,
+    predictor: Predictor,
+    workload: dict[str, Any],
+    hourly: pd.DataFrame,
+    day_tokens: float,
+) -> pd.DataFrame:
+    """One row per GPU: the day's power, ITL, concurrency and throughput where the weights fit.
+
+    Every column of ``COLUMNS`` is there (NaN where not yet known).
+    """
+    scenario = str(workload["scenario"])
+    weights_fit = memory_fits(phys["free_memory_gb"], phys["max_concurrent_seqs"], np.nan)
+    candidates = [g for g, fits in zip(names, weights_fit, strict=True) if fits]
     if scenario == "server":
         rates = np.unique(np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
     else:
@@ -208,23 +230,37 @@ def rank_gpus(
             queries = queries.drop(columns="request_rate_rps")
         preds = {t: _predict(predictor, queries, t) for t in ("power", "itl")}
         long = _hourly_predictions(preds, grid, hourly, scenario)
-        found = _aggregate(long, scenario, output_tokens, day_tokens)
+        found = _aggregate(long, scenario, workload["output_tokens"], day_tokens)
         if scenario != "server":
             found = _offline(found, phys, day_tokens)
         table = table.join(found)
     for column in COLUMNS:
         if column not in table.columns and column != "gpu":
             table[column] = np.nan
+    return table
+
+
+def _memory_and_energy(table: pd.DataFrame, phys: pd.DataFrame, tokens: float) -> pd.DataFrame:
+    """Memory, weights, KV cache of ``tokens``-long sequences, the fit and the energy."""
+    table = table.copy()
     table["memory_gb"] = phys["gpu_memory_gb"].astype(float)
     table["weights_gb"] = phys["weight_bytes"] / 1e9
+    kv_per_seq_gb = phys["kv_bytes_per_token"] * tokens / 1e9
     table["kv_cache_gb"] = table["concurrent_seqs"] * kv_per_seq_gb
     table["energy_kwh_per_day"] = table["power_w"] * table["busy_hours"] / 1000.0
     table["energy_j_per_token"] = table["power_w"] / table["tokens_per_s"]
-    usable_gb = table["weights_gb"] + phys["free_memory_gb"].clip(lower=0) * KV_CACHE_MEMORY_SHARE
-    fits = (phys["free_memory_gb"] > 0) & (
-        table["concurrent_seqs"].isna() | (table["concurrent_seqs"] <= phys["max_concurrent_seqs"])
+    table["fits"] = memory_fits(
+        phys["free_memory_gb"], phys["max_concurrent_seqs"], table["concurrent_seqs"]
     )
-    table["fits"] = fits
+    return table
+
+
+def _judged(
+    table: pd.DataFrame, phys: pd.DataFrame, itl_slo_ms: float | None, strict: bool
+) -> pd.DataFrame:
+    """Whether each GPU meets the SLO, why it is not ranked, its rank and the Pareto front."""
+    table = table.copy()
+    usable_gb = table["weights_gb"] + phys["free_memory_gb"].clip(lower=0) * KV_CACHE_MEMORY_SHARE
     if itl_slo_ms is None:
         table["meets_slo"] = pd.array([pd.NA] * len(table), dtype="boolean")
         table["meets_slo_upper"] = pd.array([pd.NA] * len(table), dtype="boolean")
@@ -242,19 +278,29 @@ def rank_gpus(
     table["rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
     table.loc[order, "rank"] = np.arange(1, len(order) + 1)
     table["pareto"] = pareto_front(table["power_w"], table["itl_ms"]) & table["fits"]
-    if prices is not None:
-        table["usd_per_hour"] = pd.Series(dict(prices), dtype=float).reindex(table.index)
-        table["usd_per_day"] = table["usd_per_hour"] * table["busy_hours"]
-        table["usd_per_1m_tokens"] = table["usd_per_hour"] / (table["tokens_per_s"] * 3600.0) * 1e6
-        priced = table.loc[ranked & table["usd_per_1m_tokens"].notna()]
-        by_cost = priced.sort_values(["usd_per_1m_tokens", "energy_j_per_token"]).index
-        table["cost_rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
-        table.loc[by_cost, "cost_rank"] = np.arange(1, len(by_cost) + 1)
+    return table
+
+
+def _priced(table: pd.DataFrame, prices: Mapping[str, float]) -> pd.DataFrame:
+    """Price, cost per day and per million tokens, and the cost rank of the ranked GPUs."""
+    table = table.copy()
+    table["usd_per_hour"] = pd.Series(dict(prices), dtype=float).reindex(table.index)
+    table["usd_per_day"] = table["usd_per_hour"] * table["busy_hours"]
+    table["usd_per_1m_tokens"] = table["usd_per_hour"] / (table["tokens_per_s"] * 3600.0) * 1e6
+    priced = table.loc[(table["reason"] == "") & table["usd_per_1m_tokens"].notna()]
+    by_cost = priced.sort_values(["usd_per_1m_tokens", "energy_j_per_token"]).index
+    table["cost_rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
+    table.loc[by_cost, "cost_rank"] = np.arange(1, len(by_cost) + 1)
+    return table
+
+
+def _ordered(table: pd.DataFrame, with_prices: bool) -> pd.DataFrame:
+    """The answer's columns and rows: ranked best first, then the unranked that fit, by energy."""
+    table = table.copy()
     table["concurrent_seqs"] = table["concurrent_seqs"].astype("Int64")
     table["warnings"] = ["" if pd.isna(w) else str(w) for w in table["warnings"]]
-    columns = [c for c in COLUMNS if prices is not None or c not in PRICE_COLUMNS]
+    columns = [c for c in COLUMNS if with_prices or c not in PRICE_COLUMNS]
     table = table.reset_index()[columns]
-    # Ranked GPUs best first, then the unranked that fit, then those that do not, by energy.
     order = np.lexsort(
         (
             table["energy_j_per_token"].fillna(np.inf),

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, _finish
+from wattgpu.data.importers.common import ImportResult, finish_import
 from wattgpu.errors import DataError
 
 ARGONNE_SOURCE = "argonne llm-inference-bench ({family})"
@@ -191,4 +191,4 @@ def import_argonne(raw_dir: Path, catalog: Catalog, *, single_gpu: bool = False)
     tidy["_gpu_lookup"] = tidy["gpu"]
     ids = tidy[list(ARGONNE_ID_COLUMNS)].copy()
     provenance = ("source_batch_size", "source_file", "source_row", "family", "task")
-    return _finish(tidy, ids, catalog, single_gpu=single_gpu, provenance=provenance)
+    return finish_import(tidy, ids, catalog, single_gpu=single_gpu, provenance=provenance)

@@ -1,6 +1,6 @@
 """What every importer shares: the result type, name resolution, the filters, validation, summary.
 
-``_finish`` takes an importer's tidy rows (names as the source writes them) and applies the
+``finish_import`` takes an importer's tidy rows (names as the source writes them) and applies the
 checks in the order of :mod:`wattgpu.data.importers` (catalogue names, MoE, 16-bit weights,
 single GPU, the measurement suite), returning an :class:`ImportResult` of kept and dropped rows;
 ``summarise`` prints one as a short table.
@@ -39,7 +39,7 @@ class ImportResult:
     dropped: pd.DataFrame
 
 
-def _finish(
+def finish_import(
     tidy: pd.DataFrame,
     ids: pd.DataFrame,
     catalog: Catalog,

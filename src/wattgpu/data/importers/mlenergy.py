@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, _finish
+from wattgpu.data.importers.common import ImportResult, finish_import
 from wattgpu.errors import DataError
 
 # ---------------------------------------------------------------------------------------------
@@ -277,4 +277,4 @@ def import_mlenergy(raw_dir: Path, catalog: Catalog, *, single_gpu: bool = False
         "family",
         "task",
     )
-    return _finish(tidy, ids, catalog, single_gpu=single_gpu, provenance=provenance)
+    return finish_import(tidy, ids, catalog, single_gpu=single_gpu, provenance=provenance)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, _finish
+from wattgpu.data.importers.common import ImportResult, finish_import
 from wattgpu.errors import DataError
 
 # ---------------------------------------------------------------------------------------------
@@ -238,4 +238,4 @@ def import_watt_counts(
             "lambda_qps": frame["lambda_qps"].to_numpy(),
         }
     )
-    return _finish(tidy, ids, catalog, single_gpu=single_gpu, provenance=("source_row",))
+    return finish_import(tidy, ids, catalog, single_gpu=single_gpu, provenance=("source_row",))

@@ -1,0 +1,149 @@
+"""Name resolution for one catalogue table: exact names and aliases, families, close matches.
+
+A name resolves, in this order: to the row whose name or alias it is (after ``normalise_name``);
+to the one row of its family (every word of the name is a word of one of the row's names, so
+"Llama-3.1-70B-Instruct" means "meta-llama/Llama-3.1-70B-Instruct"); or to nothing, with either
+the rows of its family ("V100": the four V100 variants) or the closest names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from wattgpu.errors import DataError
+
+# Names are long and differ in a word; five shown still fits on one line.
+MAX_SHOWN = 5
+# The least similarity (difflib's ratio) of a close match, and the share of the best one's
+# that another needs to be shown beside it (a family, not the whole field).
+CUTOFF = 0.5
+NEAR_BEST = 0.85
+
+
+def normalise_name(name: str) -> str:
+    """Return the comparison key of a GPU or model name: lower case; letters, digits and dots."""
+    return re.sub(r"[^a-z0-9.]", "", str(name).lower())
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """The words of a name, lower case: runs of letters, digits and inner dots ("3.1")."""
+    words = (w.strip(".") for w in re.findall(r"[a-z0-9.]+", str(name).lower()))
+    return tuple(w for w in words if w)
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    """What a name resolves to.
+
+    Attributes:
+        canonical: the catalogue name, or ``None`` when the name resolves to no single row.
+        family: the rows the name could mean when it names several (a family of variants).
+        closest: the closest catalogue names when it names none.
+        kind: ``GPU`` or ``LLM``, for messages.
+        source: the file whose names and aliases are allowed (``gpus.csv``, ``llms.csv``).
+
+    """
+
+    canonical: str | None
+    family: tuple[str, ...] = ()
+    closest: tuple[str, ...] = ()
+    kind: str = ""
+    source: str = ""
+
+    @property
+    def problem(self) -> str:
+        """Why the name does not resolve, to follow it in a message ('' when it resolves)."""
+        if self.canonical is not None:
+            return ""
+        if self.family:
+            shown = ", ".join(self.family[:MAX_SHOWN])
+            more = len(self.family) - MAX_SHOWN
+            shown += f" and {more} more" if more > 0 else ""
+            count = f"{len(self.family)} catalogue {self.kind}s"
+            return f"could be any of {count}: {shown}; give one of them"
+        closest = f"; closest: {', '.join(self.closest)}" if self.closest else ""
+        return f"is not in the catalogue{closest}; give a name or alias from {self.source}"
+
+
+@dataclass(frozen=True)
+class NameIndex:
+    """The names and aliases of one catalogue table, and how a name resolves through them.
+
+    Attributes:
+        kind: ``GPU`` or ``LLM``, for messages.
+        source: the table's file name, for messages.
+        exact: normalised name or alias -> canonical name.
+        names: (name or alias, canonical name, its words), in catalogue order.
+
+    """
+
+    kind: str
+    source: str
+    exact: dict[str, str]
+    names: tuple[tuple[str, str, tuple[str, ...]], ...]
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, key: str, kind: str, source: str) -> NameIndex:
+        """Index ``frame[key]`` and the ``|``-separated ``aliases``; refuse an ambiguous alias."""
+        exact: dict[str, str] = {}
+        names: list[tuple[str, str, tuple[str, ...]]] = []
+        for canonical, aliases in zip(frame[key], frame["aliases"].fillna(""), strict=True):
+            canonical = str(canonical)
+            given = [canonical, *[a.strip() for a in str(aliases).split("|") if a.strip()]]
+            for name in given:
+                norm = normalise_name(name)
+                if exact.get(norm, canonical) != canonical:
+                    raise DataError(
+                        f"{source}: name {name!r} is ambiguous, it names both "
+                        f"{exact[norm]!r} and {canonical!r}"
+                    )
+                exact[norm] = canonical
+                names.append((name, canonical, name_words(name)))
+        return cls(kind, source, exact, tuple(names))
+
+    def find(self, name: str) -> str | None:
+        """The canonical name whose name or alias ``name`` is, or ``None`` (no guessing)."""
+        return self.exact.get(normalise_name(name))
+
+    def match(self, name: str) -> NameMatch:
+        """Resolve ``name``: exactly, else by its family, else say what it could mean."""
+        found = self.find(name)
+        if found is not None:
+            return NameMatch(found, kind=self.kind, source=self.source)
+        family = self.family(name)
+        if len(family) == 1:
+            return NameMatch(family[0], kind=self.kind, source=self.source)
+        if family:
+            return NameMatch(None, family=tuple(family), kind=self.kind, source=self.source)
+        return NameMatch(
+            None, closest=tuple(self.closest(name)), kind=self.kind, source=self.source
+        )
+
+    def family(self, name: str) -> list[str]:
+        """Canonical names (catalogue order) with a name holding every word of ``name``."""
+        words = set(name_words(name))
+        if not words:
+            return []
+        return list(dict.fromkeys(c for _, c, own in self.names if words <= set(own)))
+
+    def closest(self, name: str, n: int = MAX_SHOWN) -> list[str]:
+        """Up to ``n`` canonical names most like ``name``, the most alike first.
+
+        A name is compared whole and by each run of as many words as ``name`` has, so that
+        "V100X" is nearest the V100 variants, not the short aliases "A100" and "H100".
+        """
+        query = normalise_name(name)
+        k = max(len(name_words(name)), 1)
+        scores: dict[str, float] = {}
+        for alias, canonical, words in self.names:
+            parts = {normalise_name(alias)}
+            parts |= {"".join(words[i : i + k]) for i in range(len(words) - k + 1)}
+            best = max(difflib.SequenceMatcher(None, query, p).ratio() for p in parts)
+            scores[canonical] = max(best, scores.get(canonical, 0.0))
+        ranked = sorted(scores, key=lambda c: -scores[c])  # stable: ties in catalogue order
+        floor = max(CUTOFF, scores[ranked[0]] * NEAR_BEST) if ranked else CUTOFF
+        return [c for c in ranked if scores[c] >= floor][:n]

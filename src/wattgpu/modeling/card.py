@@ -1,0 +1,108 @@
+"""The model card: what a served model is, how well it did, and what it needs to answer.
+
+The tuning job fills in the training part (target, parameters, data version, accuracy, domain);
+the packaging adds what the served model needs to rebuild itself (its members, the interval and
+the query fields). It travels as ``metadata.json`` beside the model, with the keys it has always
+had, so that a model logged before the card existed still loads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from wattgpu.modeling.uncertainty import COVERAGE, IntervalModel
+
+
+@dataclass(frozen=True)
+class IntervalSpec:
+    """The interval model's numbers (its difficulty model, when there is one, is a file).
+
+    Attributes:
+        without: feature columns the difficulty model leaves out.
+        q_low: the conformal factor of the lower end (log scale).
+        q_high: the conformal factor of the upper end (log scale).
+        coverage: the nominal coverage.
+        difficulty: a constant difficulty when every residual was alike; ``None`` when the
+            difficulty is a CatBoost model stored beside the card.
+
+    """
+
+    without: tuple[str, ...]
+    q_low: float
+    q_high: float
+    coverage: float
+    difficulty: float | None = None
+
+    @classmethod
+    def of(cls, bounds: IntervalModel) -> IntervalSpec:
+        """The numbers of a fitted interval model."""
+        constant = bounds.difficulty if isinstance(bounds.difficulty, float) else None
+        return cls(tuple(bounds.without), bounds.q_low, bounds.q_high, bounds.coverage, constant)
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """A served model's metadata (stored as ``metadata.json``).
+
+    Attributes:
+        target: ``power`` or ``itl``.
+        domain: what the model was trained on (``training_domain``), for the warnings.
+        params: the CatBoost parameters of the best trial.
+        data_hash: SHA-256 of the measurement files (the data version).
+        logo_mdape: the best trial's leave-one-GPU-out MdAPE.
+        logo_mdape_by_scenario: the evaluation's LOGO MdAPE per scenario.
+        interval_coverage_nominal: the coverage the interval aims at.
+        interval_coverage_held_out_gpu: the interval's coverage on GPUs held out of its fit.
+        interval_width_held_out_gpu: its median relative width there.
+        wattgpu_version: the package version that trained the model.
+        members: per CatBoost member, the feature columns it leaves out (packaging).
+        query_fields: the fields a query may hold (packaging).
+        interval: the interval model's numbers (packaging).
+
+    """
+
+    target: str
+    domain: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    data_hash: str = ""
+    logo_mdape: float = math.nan
+    logo_mdape_by_scenario: dict[str, float] = field(default_factory=dict)
+    interval_coverage_nominal: float = COVERAGE
+    interval_coverage_held_out_gpu: float = math.nan
+    interval_width_held_out_gpu: float = math.nan
+    wattgpu_version: str = ""
+    members: tuple[tuple[str, ...], ...] = ()
+    query_fields: tuple[str, ...] = ()
+    interval: IntervalSpec | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card as plain JSON values; packaging fields only once they are filled in."""
+        out = asdict(self)
+        for name in ("members", "query_fields", "interval"):
+            if not out[name]:
+                del out[name]
+        return out
+
+    def to_json(self) -> str:
+        """The card as ``metadata.json`` text."""
+        return json.dumps(self.to_dict(), indent=2, default=float)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelCard:
+        """Read a card; keys this version does not know (an older or newer card's) are skipped."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["members"] = tuple(tuple(m) for m in values.get("members", ()))
+        values["query_fields"] = tuple(values.get("query_fields", ()))
+        spec = values.get("interval")
+        if spec is not None:
+            values["interval"] = IntervalSpec(**{**spec, "without": tuple(spec["without"])})
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelCard:
+        """Read ``metadata.json`` text."""
+        return cls.from_dict(json.loads(text))

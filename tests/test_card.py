@@ -1,0 +1,46 @@
+"""The model card: a typed record that reads and writes the served model's metadata.json."""
+
+import json
+import math
+
+from wattgpu.modeling.card import IntervalSpec, ModelCard
+from wattgpu.modeling.uncertainty import IntervalModel
+
+DOMAIN = {"llm_params_b": [0.5, 70.0], "engines": ["vllm"], "moe_seen": False}
+
+
+def test_a_packaged_card_survives_json():
+    card = ModelCard(
+        target="itl",
+        domain=DOMAIN,
+        params={"depth": 6},
+        data_hash="abc",
+        logo_mdape=12.5,
+        logo_mdape_by_scenario={"offline": 10.0, "server": 15.0},
+        interval_coverage_held_out_gpu=0.9,
+        interval_width_held_out_gpu=0.4,
+        wattgpu_version="1.0",
+        members=(("gpu_tdp_w",), ()),
+        query_fields=("gpu", "model"),
+        interval=IntervalSpec.of(IntervalModel("itl", ("gpu_tdp_w",), 1.0, -0.5, 0.25)),
+    )
+    assert ModelCard.from_json(card.to_json()) == card
+    assert card.interval == IntervalSpec(("gpu_tdp_w",), -0.5, 0.25, 0.9, 1.0)
+
+
+def test_the_training_card_omits_the_packaging_and_keeps_the_old_keys():
+    data = ModelCard(target="power", domain=DOMAIN, interval_width_held_out_gpu=0.3).to_dict()
+    assert "members" not in data and "interval" not in data and "query_fields" not in data
+    assert data["interval_width_held_out_gpu"] == 0.3 and data["interval_coverage_nominal"] == 0.9
+
+
+def test_an_older_metadata_file_reads_and_unknown_keys_are_skipped():
+    old = {
+        "target": "power",
+        "domain": DOMAIN,
+        "members": [["gpu_tdp_w"]],
+        "interval_quantiles": {"server": [-0.2, 0.25]},
+    }
+    card = ModelCard.from_json(json.dumps(old))
+    assert card.members == (("gpu_tdp_w",),) and card.interval is None
+    assert card.target == "power" and math.isnan(card.logo_mdape)
