@@ -19,6 +19,7 @@ from wattgpu.cli_options import (
     EVERY_TARGET,
     CliState,
     alias_option,
+    data_option,
     output_format_option,
     pass_state,
     run_id_option,
@@ -30,6 +31,7 @@ from wattgpu.cli_options import (
 )
 from wattgpu.config import DEFAULT_OPTUNA_STORAGE, load_settings
 from wattgpu.errors import QueryError, WattgpuError
+from wattgpu.modeling.targets import TARGETS
 
 
 class WattgpuGroup(click.Group):
@@ -67,24 +69,6 @@ def _os_error_line(exc: OSError) -> str:
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
-
-
-def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
-    # MLproject passes `--data ''` for "no --data": the shipped measurements.
-    return tuple(Path(v) for v in value if str(v).strip())
-
-
-def data_option(func: Any) -> Any:
-    """``--data PATH`` (repeatable): measurement files or folders; default: the shipped ones."""
-    return click.option(
-        "--data",
-        "data",
-        multiple=True,
-        type=click.Path(),
-        callback=_drop_blank,
-        help="Measurement CSV file or folder of them (repeatable). "
-        "Default: the real measurements shipped with wattgpu (<data dir>/measurements).",
-    )(func)
 
 
 @click.group(cls=WattgpuGroup)
@@ -130,6 +114,7 @@ def validate(state: CliState, data: tuple[Path, ...], docs_dir: Path, verbose: b
 
 
 def _tune_options(func: Any) -> Any:
+    """The options ``tune`` and ``main`` share: the study's size, budget, storage, name, seed."""
     options = [
         click.option(
             "--trials",
@@ -252,7 +237,7 @@ def main_job(
     """
     from wattgpu.lifecycle import registry
 
-    for target in ("power", "itl"):
+    for target in TARGETS:
         name = f"{study}-{target}" if study else None
         run_id = _run_tune(state, target, trials, time_budget, storage, name, seed, data)
         if register and run_id:
@@ -379,8 +364,6 @@ def list_models(state: CliState, target: str, fmt: str) -> None:
 
 def _targets(target: str) -> tuple[str, ...]:
     """The targets a ``--target`` value stands for (``both``: every one)."""
-    from wattgpu.modeling.targets import TARGETS
-
     return tuple(TARGETS) if target == EVERY_TARGET else (target,)
 
 
@@ -419,8 +402,6 @@ def serve(
     (415), an oversized body or deeply nested JSON (400), and turns every error into a short
     JSON body without stack traces.
     """
-    import sys
-
     import mlflow
 
     from wattgpu.lifecycle import registry, serving, tracking

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -133,6 +134,24 @@ def scenario_option(func: Any) -> Any:
         default="server",
         show_default=True,
         help="offline: a batch job; server: a stream of requests.",
+    )(func)
+
+
+def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
+    """The paths given, without blank ones (MLproject passes ``--data ''`` for no ``--data``)."""
+    return tuple(Path(v) for v in value if str(v).strip())
+
+
+def data_option(func: Any) -> Any:
+    """``--data PATH`` (repeatable): measurement files or folders; default: the shipped ones."""
+    return click.option(
+        "--data",
+        "data",
+        multiple=True,
+        type=click.Path(),
+        callback=_drop_blank,
+        help="Measurement CSV file or folder of them (repeatable). "
+        "Default: the real measurements shipped with wattgpu (<data dir>/measurements).",
     )(func)
 
 
