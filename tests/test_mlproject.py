@@ -6,6 +6,7 @@ MLproject can only spell as strings follow the CLI's rules: "" is "not given" (`
 ``--data``), yes/no options take "true"/"false", whole numbers are declared ``float``.
 """
 
+import shlex
 from pathlib import Path
 
 import click
@@ -108,3 +109,22 @@ def test_a_whole_number_given_as_a_fraction_is_refused_in_one_line():
 def test_conda_env_pins_an_exact_python():
     conda = yaml.safe_load((REPO / "conda.yaml").read_text())
     assert "python=3.11.7" in conda["dependencies"]
+
+
+REQUIRED = {"target": "itl", "version": "2", "to": "staging"}
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_an_unset_parameter_is_the_same_as_an_option_not_given(name):
+    # MLflow's own substitution and quoting, then click's parser
+    from mlflow.projects._project_spec import load_project
+
+    entry = load_project(str(REPO)).get_entry_point(name)
+    given = {k: v for k, v in REQUIRED.items() if k in entry.parameters}
+    words = shlex.split(entry.compute_command(given, storage_dir=None))
+    command = command_of(entry_points()[name])
+    plain = [word for k, v in given.items() for word in (f"--{k}", v)]
+    assert (
+        command.make_context(words[3], words[4:]).params
+        == command.make_context(words[3], plain).params
+    )
