@@ -243,3 +243,15 @@ def test_storage_that_cannot_be_opened(run, tmp_path):
     )
     assert result.exit_code == 1
     assert "cannot open Optuna storage 'sqlite:////no/such/dir/optuna.db'" in result.output
+
+
+def test_settings_are_built_once_at_the_root_and_reach_nested_commands(run, monkeypatch, tmp_path):
+    import wattgpu.cli as cli_module
+
+    calls = []
+    real = cli_module.load_settings
+    monkeypatch.setattr(cli_module, "load_settings", lambda **kw: calls.append(kw) or real(**kw))
+    nowhere = tmp_path / "nowhere"
+    result = run("--data-dir", str(nowhere), "data", "simulate", "--output", "out.csv")
+    assert result.exit_code == 1 and str(nowhere) in result.output.strip().splitlines()[-1]
+    assert calls == [{"data_dir": nowhere}]
