@@ -270,7 +270,7 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
     assert "engine year 2024 outside the trained years" in json.loads(older.output)[0]["warnings"]
     ancient = runner.invoke(cli, [*base, "--engine-year", "1999"])
     assert ancient.exit_code == 1 and ancient.output.strip() == (
-        "Error: --engine-year must be a whole number from 2000 to 2100; got 1999"
+        "Error: --engine-year must be a whole number from 2000 to 2100; got 1999.0"
     )
     table = runner.invoke(cli, ["evaluate", "--target", "itl", "--version", "1"])
     assert (
