@@ -25,6 +25,7 @@ LAYERS = {
     "cli_options": 5,
     "cli_recommend": 5,
     "__main__": 6,
+    "cli_reference": 6,
 }
 # The package root only holds the version and a lazy ``wattgpu.recommend`` façade.
 ROOT_FACADE = {("wattgpu", "wattgpu.recommendation")}

@@ -63,18 +63,108 @@ def run(tmp_path, monkeypatch):
 
 
 def all_commands(group, prefix=()):
+    """Every command and subcommand below ``group``, as (path, command), recursively."""
     for name, command in group.commands.items():
-        yield (*prefix, name)
+        yield (*prefix, name), command
         if isinstance(command, click.Group):
             yield from all_commands(command, (*prefix, name))
 
 
-def test_every_command_has_help(run):
-    for path in all_commands(cli):
-        result = run(*path, "--help")
-        assert result.exit_code == 0, path
-        assert "Usage:" in result.output
-        assert len(cli.get_command(click.Context(cli), path[0]).help or "") > 10
+COMMANDS = dict(all_commands(cli))
+
+
+def test_the_walk_reaches_nested_subcommands():
+    assert {("data", "import", "argonne"), ("data", "fetch"), ("promote",)} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("path", [(), *COMMANDS], ids=lambda path: " ".join(path) or "wattgpu")
+def test_every_command_has_help(run, path):
+    result = run(*path, "--help")
+    assert result.exit_code == 0, path
+    assert result.output.startswith(f"Usage: cli {' '.join(path)}".rstrip())
+    command = COMMANDS.get(path, cli)
+    assert len(command.help or "") > 10, path
+    for param in command.params:
+        if isinstance(param, click.Option):
+            assert param.help, f"{path}: {param.opts} has no help"
+
+
+def options_named(flag):
+    return {
+        path: param
+        for path, command in COMMANDS.items()
+        for param in command.params
+        if flag in getattr(param, "opts", ())
+    }
+
+
+def test_format_means_the_same_everywhere():
+    formats = options_named("--format")
+    assert {"evaluate", "models", "predict", "recommend"} <= {path[0] for path in formats}
+    for path, option in formats.items():
+        assert list(option.type.choices) == ["table", "json", "csv"], path
+        assert option.default == "table", path
+
+
+def test_target_is_an_option_everywhere_with_one_vocabulary():
+    for path, command in COMMANDS.items():
+        arguments = [p.name for p in command.params if isinstance(p, click.Argument)]
+        assert "target" not in arguments, path
+    targets = options_named("--target")
+    assert {"tune", "evaluate", "register", "promote", "models", "serve", "predict"} <= {
+        path[0] for path in targets
+    }
+    for path, option in targets.items():
+        assert set(option.type.choices) in ({"power", "itl"}, {"power", "itl", "both"}), path
+        if not option.required:
+            expected = "both" if "both" in option.type.choices else "power"
+            assert option.default == expected, path
+
+
+def test_run_id_defaults_to_none_and_timeout_is_only_an_http_timeout():
+    for path, option in options_named("--run-id").items():
+        assert option.default is None, path
+    assert set(options_named("--timeout")) == {("data", "fetch")}
+    assert {path for path in options_named("--time-budget")} == {("tune",), ("main",)}
+
+
+@pytest.mark.parametrize(
+    ("path", "flag"),
+    [
+        (("predict",), "--batch-size"),
+        (("predict",), "--input-tokens"),
+        (("predict",), "--output-tokens"),
+        (("predict",), "--num-gpus"),
+        (("predict",), "--engine-year"),
+        (("recommend",), "--output-tokens"),
+        (("recommend",), "--input-tokens"),
+        (("tune",), "--trials"),
+        (("tune",), "--seed"),
+        (("main",), "--trials"),
+        (("evaluate",), "--version"),
+        (("promote",), "--version"),
+        (("data", "simulate"), "--seed"),
+    ],
+)
+def test_whole_numbers_are_integers(path, flag):
+    (option,) = [p for p in COMMANDS[path].params if flag in p.opts]
+    assert option.type.convert("3", option, None) == 3
+    with pytest.raises(click.BadParameter, match="not a valid integer"):
+        option.type.convert("3.5", option, None)
+
+
+def test_promote_takes_the_target_as_an_option(run):
+    old_form = run("promote", "power", "--version", "1", "--to", "staging")
+    assert old_form.exit_code == 2 and "Missing option '--target'" in old_form.output
+    args = ["--target", "power", "--version", "1", "--to", "staging"]
+    assert COMMANDS[("promote",)].make_context("promote", args).params["target"] == "power"
+
+
+def test_an_error_in_a_nested_command_is_one_line_from_the_root_handler(run, tmp_path):
+    (tmp_path / "raw").mkdir()
+    result = run("data", "import", "mlenergy", str(tmp_path / "raw"))
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1].startswith("Error: ")
 
 
 def test_unknown_target_is_a_usage_error(run):
@@ -111,6 +201,7 @@ def test_text_in_a_numeric_column(run, tmp_path):
     assert "column mean_power_w must be numeric, got 'lots' (row 3)" in result.output
 
 
+@pytest.mark.slow  # validates twice with Great Expectations and starts a tuning job: ~10 s
 def test_gpu_that_resolves_nowhere(run, tmp_path):
     path = write_measurements(
         tmp_path / "m.csv", [*GOOD_ROWS, ("NVIDIA Z9000", "gpt2", "offline", None, 1, 50.0, 0.01)]
@@ -152,3 +243,15 @@ def test_storage_that_cannot_be_opened(run, tmp_path):
     )
     assert result.exit_code == 1
     assert "cannot open Optuna storage 'sqlite:////no/such/dir/optuna.db'" in result.output
+
+
+def test_settings_are_built_once_at_the_root_and_reach_nested_commands(run, monkeypatch, tmp_path):
+    import wattgpu.cli as cli_module
+
+    calls = []
+    real = cli_module.load_settings
+    monkeypatch.setattr(cli_module, "load_settings", lambda **kw: calls.append(kw) or real(**kw))
+    nowhere = tmp_path / "nowhere"
+    result = run("--data-dir", str(nowhere), "data", "simulate", "--output", "out.csv")
+    assert result.exit_code == 1 and str(nowhere) in result.output.strip().splitlines()[-1]
+    assert calls == [{"data_dir": nowhere}]

@@ -173,7 +173,16 @@ def team_commands(**at: str) -> dict[str, list[str]]:
         "tune": ["wattgpu", "tune", "--target", "power", "--trials", at["trials"], "--storage"]
         + [at["studies"], "--study", "power-v1"],
         "register": ["wattgpu", "register", "--target", "power"],
-        "promote": ["wattgpu", "promote", "power", "--version", "1", "--to", "production"],
+        "promote": [
+            "wattgpu",
+            "promote",
+            "--target",
+            "power",
+            "--version",
+            "1",
+            "--to",
+            "production",
+        ],
         "predict": ["wattgpu", "predict", "--gpu", "L4", "--model", "Qwen/Qwen2.5-7B-Instruct"]
         + ["--scenario", "offline", "--target", "power", "--format", "json"],
         "serve": ["mlflow", "models", "serve", "-m", "models:/wattgpu-power@production"]
@@ -299,7 +308,7 @@ def promote_two_at_once_through(server_url: str, env: dict[str, str], run) -> No
     # refuses v2. Unserialised, both would be judged against v1.
     client.set_model_version_tag("wattgpu-power", "2", registry.GATE_TAG, str(base - 0.5))
     client.set_model_version_tag("wattgpu-power", "3", registry.GATE_TAG, str(base - 1.0))
-    command = ["wattgpu", "promote", "power", "--to", "production", "--version"]
+    command = ["wattgpu", "promote", "--target", "power", "--to", "production", "--version"]
     pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     procs = [subprocess.Popen([*command, v], env=env, **pipe) for v in ("2", "3")]
     results = [(p.communicate(timeout=300), p.returncode) for p in procs]

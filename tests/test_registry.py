@@ -57,7 +57,16 @@ def state(client: MlflowClient) -> dict[int, tuple[str, str, str, str]]:
 def promote_together(tmp_path, versions: list[int]) -> list[subprocess.CompletedProcess]:
     """Start one `wattgpu promote` process per version at once; wait for all."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    command = [sys.executable, "-m", "wattgpu", "promote", "power", "--to", "production"]
+    command = [
+        sys.executable,
+        "-m",
+        "wattgpu",
+        "promote",
+        "--target",
+        "power",
+        "--to",
+        "production",
+    ]
     procs = [
         subprocess.Popen(
             [*command, "--version", str(v)],
@@ -145,7 +154,9 @@ def test_a_version_registered_outside_wattgpu_is_refused_with_one_line(tmp_path,
         uri = f"runs:/{mlflow.active_run().info.run_id}/model"
     plain = mlflow.register_model(uri, NAME).version
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    result = CliRunner().invoke(cli, ["promote", "power", "--version", plain, "--to", "staging"])
+    result = CliRunner().invoke(
+        cli, ["promote", "--target", "power", "--version", plain, "--to", "staging"]
+    )
     assert result.exit_code == 1
     assert result.output.strip() == (
         f"Error: wattgpu-power v{plain} lacks tag wattgpu.logo_mdape (got None): it was not "
@@ -192,7 +203,7 @@ def test_a_promotion_that_waits_compares_with_the_production_it_replaces(tmp_pat
     lease = promotion_lock.acquire(client, NAME, wait_s=1, lease_s=30)
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wattgpu", "promote", "power", "--version", "3"]
+        [sys.executable, "-m", "wattgpu", "promote", "--target", "power", "--version", "3"]
         + ["--to", "production"],
         env=env,
         cwd=tmp_path,

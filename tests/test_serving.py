@@ -278,7 +278,9 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
         and store["runs"]["itl"] in table.output
         and "| itl | catboost |" in table.output
     )
-    missing = runner.invoke(cli, ["promote", "itl", "--version", "42", "--to", "production"])
+    missing = runner.invoke(
+        cli, ["promote", "--target", "itl", "--version", "42", "--to", "production"]
+    )
     assert missing.exit_code == 1 and "wattgpu-itl has no version 42" in missing.output
 
 

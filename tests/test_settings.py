@@ -139,7 +139,10 @@ def test_an_unreachable_tracking_server_is_one_line_not_an_empty_registry(tmp_pa
         port = s.getsockname()[1]  # free: nothing listens there
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"}
     env["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
-    for command in (["models"], ["promote", "power", "--version", "1", "--to", "staging"]):
+    for command in (
+        ["models"],
+        ["promote", "--target", "power", "--version", "1", "--to", "staging"],
+    ):
         done = subprocess.run(
             [sys.executable, "-m", "wattgpu", *command],
             env=env,

@@ -1,7 +1,8 @@
 """The ``wattgpu`` command line: a thin shell over the library.
 
-Every command builds the settings once, calls one library function and turns a ``WattgpuError``
-into one line on stderr and exit code 1. Usage mistakes exit 2 (click's convention).
+The root group builds the settings once (``CliState``) and turns every error a user can cause
+into one line on stderr and exit code 1, for every command below it; usage mistakes exit 2
+(click's convention). Each command calls one library function.
 """
 
 from __future__ import annotations
@@ -14,19 +15,31 @@ from typing import Any
 
 import click
 
-from wattgpu.cli_options import alias_option, output_format_option
-from wattgpu.config import DEFAULT_OPTUNA_STORAGE, Settings, load_settings
+from wattgpu.cli_options import (
+    EVERY_TARGET,
+    CliState,
+    alias_option,
+    data_option,
+    output_format_option,
+    pass_state,
+    run_id_option,
+    scenario_option,
+    target_option,
+    text_or_none,
+    whole_number,
+    yes_no_option,
+)
+from wattgpu.config import DEFAULT_OPTUNA_STORAGE, load_settings
 from wattgpu.errors import QueryError, WattgpuError
-
-TARGET_CHOICE = click.Choice(["power", "itl"])
+from wattgpu.modeling.targets import TARGETS
 
 
 class WattgpuGroup(click.Group):
     """A group that reports errors a user can cause as one line instead of a traceback.
 
-    The root group's handler covers every subcommand, nested groups included: library errors,
-    file-system errors (an output into a missing folder, onto a folder, to an unwritable path)
-    and errors MLflow raises about a store or a server.
+    The root group's handler is the CLI's only one and covers every subcommand, nested groups
+    included: library errors, file-system errors (an output into a missing folder, onto a
+    folder, to an unwritable path) and errors MLflow raises about a store or a server.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -58,28 +71,6 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
-    # MLproject passes `--data ''` for "no --data": the shipped measurements.
-    return tuple(Path(v) for v in value if str(v).strip())
-
-
-def data_option(func: Any) -> Any:
-    """``--data PATH`` (repeatable): measurement files or folders; default: the shipped ones."""
-    return click.option(
-        "--data",
-        "data",
-        multiple=True,
-        type=click.Path(),
-        callback=_drop_blank,
-        help="Measurement CSV file or folder of them (repeatable). "
-        "Default: the real measurements shipped with wattgpu (<data dir>/measurements).",
-    )(func)
-
-
-def _settings(ctx: click.Context) -> Settings:
-    return ctx.obj["settings"]
-
-
 @click.group(cls=WattgpuGroup)
 @click.version_option(package_name="wattgpu")
 @click.option(
@@ -92,12 +83,9 @@ def _settings(ctx: click.Context) -> Settings:
 @click.pass_context
 def cli(ctx: click.Context, data_dir: Path | None) -> None:
     """WattGPU: predict GPU power and inter-token latency of serving open LLMs."""
-    settings = load_settings()
-    if data_dir is not None:
-        settings = Settings(data_dir, settings.tracking_uri, settings.optuna_storage)
     # `mlflow run` hands its own run id down; our jobs log to their own experiments and tag it.
     launcher = os.environ.pop("MLFLOW_RUN_ID", None)
-    ctx.obj = {"settings": settings, "launcher_run_id": launcher}
+    ctx.obj = CliState(load_settings(data_dir=data_dir), launcher)
 
 
 @cli.command()
@@ -109,14 +97,14 @@ def cli(ctx: click.Context, data_dir: Path | None) -> None:
     show_default=True,
     help="Where Great Expectations writes its Data Docs HTML.",
 )
-@click.option("--verbose", is_flag=True, help="Print every expectation, not only the failures.")
-@click.pass_context
-def validate(ctx: click.Context, data: tuple[Path, ...], docs_dir: Path, verbose: bool) -> None:
+@yes_no_option("--verbose", default=False, help="Print every expectation, not only the failures.")
+@pass_state
+def validate(state: CliState, data: tuple[Path, ...], docs_dir: Path, verbose: bool) -> None:
     """Validate the GPU and LLM catalogues and the measurements with Great Expectations."""
     from wattgpu.data.validation import format_reports
     from wattgpu.lifecycle import pipeline
 
-    settings = _settings(ctx)
+    settings = state.settings
     loaded = pipeline.load_data(settings, list(data) or None)
     ok, _, reports = pipeline.validate(settings, loaded, docs_dir)
     click.echo(format_reports(reports, verbose=verbose))
@@ -126,33 +114,39 @@ def validate(ctx: click.Context, data: tuple[Path, ...], docs_dir: Path, verbose
 
 
 def _tune_options(func: Any) -> Any:
+    """The options ``tune`` and ``main`` share: the study's size, budget, storage, name, seed."""
     options = [
         click.option(
             "--trials",
-            type=click.IntRange(min=1),
+            type=whole_number(minimum=1),
             default=10,
             show_default=True,
             help="Optuna trials in the study (a total: a resumed study runs only the missing).",
         ),
         click.option(
-            "--timeout",
+            "--time-budget",
             type=click.FloatRange(min=0),
             default=0.0,
             show_default=True,
-            help="Stop the study after this many seconds (0: no limit).",
+            help="Time budget of the study, seconds: no trial starts after it (0: no limit).",
         ),
         click.option(
             "--storage",
-            default="",
+            type=text_or_none(),
+            default=None,
             help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db "
             f"(default: $WATTGPU_OPTUNA_STORAGE or {DEFAULT_OPTUNA_STORAGE}).",
         ),
         click.option(
-            "--study", default="", help="Optuna study name (default: wattgpu-TARGET-DATAHASH)."
+            "--study",
+            type=text_or_none(),
+            default=None,
+            help="Optuna study name (default: wattgpu-TARGET-DATAHASH; the main job adds "
+            "-power and -itl to a name given).",
         ),
         click.option(
             "--seed",
-            type=int,
+            type=whole_number(),
             default=0,
             show_default=True,
             help="Seed of the sampler, the splits and CatBoost.",
@@ -165,30 +159,31 @@ def _tune_options(func: Any) -> Any:
 
 
 def _run_tune(
-    ctx: click.Context,
+    state: CliState,
     target: str,
     trials: int,
-    timeout: float,
-    storage: str,
-    study: str,
+    time_budget: float,
+    storage: str | None,
+    study: str | None,
     seed: int,
     data: tuple[Path, ...],
 ) -> str | None:
+    """Tune one target and print its table; the run id, or ``None`` if the study was complete."""
     from wattgpu.errors import StudyComplete
     from wattgpu.lifecycle import pipeline
     from wattgpu.modeling.evaluation import to_markdown
 
     try:
         result = pipeline.tune(
-            _settings(ctx),
+            state.settings,
             target,
             data_paths=list(data) or None,
             trials=trials,
-            timeout=timeout or None,
+            timeout=time_budget or None,
             storage=storage,
-            study_name=study or None,
+            study_name=study,
             seed=seed,
-            launcher_run_id=ctx.obj["launcher_run_id"],
+            launcher_run_id=state.launcher_run_id,
             notify=lambda line: click.echo(line, err=True),
         )
     except StudyComplete as done:
@@ -203,40 +198,35 @@ def _run_tune(
 
 
 @cli.command()
-@click.option(
-    "--target", type=TARGET_CHOICE, required=True, help="What to predict: power (W) or itl (ms)."
-)
+@target_option(required=True)
 @_tune_options
-@click.pass_context
+@pass_state
 def tune(
-    ctx: click.Context,
+    state: CliState,
     target: str,
     trials: int,
-    timeout: float,
-    storage: str,
-    study: str,
+    time_budget: float,
+    storage: str | None,
+    study: str | None,
     seed: int,
     data: tuple[Path, ...],
 ) -> None:
     """Tune a CatBoost model with Optuna (objective: leave-one-GPU-out MdAPE), tracked in MLflow."""
-    _run_tune(ctx, target, trials, timeout, storage, study, seed, data)
+    _run_tune(state, target, trials, time_budget, storage, study, seed, data)
 
 
 @cli.command(name="main")
 @_tune_options
-@click.option(
-    "--register/--no-register",
-    default=True,
-    show_default=True,
-    help="Register both tuned models (alias challenger).",
+@yes_no_option(
+    "--register", default=True, help="Register both tuned models (alias challenger); false: don't."
 )
-@click.pass_context
+@pass_state
 def main_job(
-    ctx: click.Context,
+    state: CliState,
     trials: int,
-    timeout: float,
-    storage: str,
-    study: str,
+    time_budget: float,
+    storage: str | None,
+    study: str | None,
     seed: int,
     data: tuple[Path, ...],
     register: bool,
@@ -247,10 +237,9 @@ def main_job(
     """
     from wattgpu.lifecycle import registry
 
-    for target in ("power", "itl"):
-        run_id = _run_tune(
-            ctx, target, trials, timeout, storage, f"{study}-{target}" if study else "", seed, data
-        )
+    for target in TARGETS:
+        name = f"{study}-{target}" if study else None
+        run_id = _run_tune(state, target, trials, time_budget, storage, name, seed, data)
         if register and run_id:
             version = registry.register(target, run_id)
             click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
@@ -260,68 +249,65 @@ def main_job(
 
 
 @cli.command()
-@click.option(
-    "--run-id",
-    default=None,
-    help="A tuning run's id (default: the latest finished one of --target).",
-)
-@click.option(
-    "--target",
-    type=TARGET_CHOICE,
-    default="power",
-    show_default=True,
-    help="Target whose latest run to show when no --run-id is given.",
-)
+@run_id_option("A tuning run's id (default: the latest finished one of --target).")
+@target_option(help="Target whose latest run (or --version) to show when no --run-id is given.")
 @click.option(
     "--version",
     "version",
-    type=click.IntRange(min=1),
+    type=whole_number(minimum=1),
     default=None,
     help="A registered model version of --target: show the run it came from.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True
-)
-@click.pass_context
+@output_format_option
+@pass_state
 def evaluate(
-    ctx: click.Context, run_id: str | None, target: str, version: int | None, fmt: str
+    state: CliState, run_id: str | None, target: str, version: int | None, fmt: str
 ) -> None:
-    """Print the evaluation table (model and baselines, CV/LOGO/LOLO x scenario) of a tuning run."""
+    """Print the evaluation table (model and baselines, CV/LOGO/LOLO x scenario) of a tuning run.
+
+    The table format is Markdown; with json or csv the run line goes to stderr.
+    """
     from wattgpu.lifecycle import registry, tracking
     from wattgpu.modeling.evaluation import to_markdown
 
-    tracking.configure(_settings(ctx).tracking_uri)
+    tracking.configure(state.settings.tracking_uri)
     if version is not None:
         run_id = registry.version_run_id(target, version)
     run_id = run_id or tracking.latest_parent_run(target)
     table = tracking.load_evaluation(run_id)
-    click.echo(f"run {run_id}")
-    click.echo(table.to_csv(index=False) if fmt == "csv" else to_markdown(table))
+    click.echo(f"run {run_id}", err=fmt != "table")
+    _echo_frame(table, fmt, to_markdown)
+
+
+def _echo_frame(table: Any, fmt: str, as_table: Any) -> None:
+    """Print a data frame as ``--format`` asks: ``as_table(table)`` for people, or json/csv."""
+    if fmt == "json":
+        click.echo(table.to_json(orient="records", indent=2))
+    elif fmt == "csv":
+        click.echo(table.to_csv(index=False), nl=False)
+    else:
+        click.echo(as_table(table))
 
 
 @cli.command()
-@click.option("--target", type=TARGET_CHOICE, required=True, help="Which model to register.")
-@click.option(
-    "--run-id",
-    default="",
-    help="Tuning run whose model to register (default: the latest finished one).",
-)
-@click.pass_context
-def register(ctx: click.Context, target: str, run_id: str | None) -> None:
+@target_option(required=True, help="Which model to register.")
+@run_id_option("Tuning run whose model to register (default: the latest finished one).")
+@pass_state
+def register(state: CliState, target: str, run_id: str | None) -> None:
     """Register a tuning run's model as wattgpu-TARGET, alias challenger."""
     from wattgpu.lifecycle import registry, tracking
 
-    tracking.configure(_settings(ctx).tracking_uri)
-    version = registry.register(target, run_id or None)
+    tracking.configure(state.settings.tracking_uri)
+    version = registry.register(target, run_id)
     click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
 
 
 @cli.command()
-@click.argument("target", type=TARGET_CHOICE)
+@target_option(required=True, help="Which model to promote.")
 @click.option(
     "--version",
     "version",
-    type=click.IntRange(min=1),
+    type=whole_number(minimum=1),
     required=True,
     help="Model version to promote.",
 )
@@ -332,13 +318,13 @@ def register(ctx: click.Context, target: str, run_id: str | None) -> None:
     required=True,
     help="Alias (and stage) to move.",
 )
-@click.option("--force", is_flag=True, help="Promote even when the quality gate refuses.")
-@click.pass_context
-def promote(ctx: click.Context, target: str, version: int, to: str, force: bool) -> None:
+@yes_no_option("--force", default=False, help="Promote even when the quality gate refuses.")
+@pass_state
+def promote(state: CliState, target: str, version: int, to: str, force: bool) -> None:
     """Promote a model version, behind the LOGO-MdAPE quality gate."""
     from wattgpu.lifecycle import registry, tracking
 
-    tracking.configure(_settings(ctx).tracking_uri)
+    tracking.configure(state.settings.tracking_uri)
     click.echo(_promotion_line(registry.promote(target, version, to, force=force)))
 
 
@@ -359,30 +345,37 @@ def _promotion_line(done: Any) -> str:
 
 
 @cli.command(name="models")
-@click.option(
-    "--target", type=click.Choice(["power", "itl", "all"]), default="all", show_default=True
-)
-@click.pass_context
-def list_models(ctx: click.Context, target: str) -> None:
+@target_option(every=True, help="Which models to list.")
+@output_format_option
+@pass_state
+def list_models(state: CliState, target: str, fmt: str) -> None:
     """List registered model versions with aliases, stage, creation time and key metrics."""
     import pandas as pd
 
     from wattgpu.lifecycle import registry, tracking
 
-    tracking.configure(_settings(ctx).tracking_uri)
-    targets = ("power", "itl") if target == "all" else (target,)
-    table = pd.concat([registry.list_versions(t) for t in targets], ignore_index=True)
-    if table.empty:
+    tracking.configure(state.settings.tracking_uri)
+    table = pd.concat([registry.list_versions(t) for t in _targets(target)], ignore_index=True)
+    if table.empty and fmt == "table":
         click.echo("no registered models; run `wattgpu main` or `wattgpu register --target power`")
         return
-    click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    _echo_frame(table, fmt, lambda t: t.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+
+
+def _targets(target: str) -> tuple[str, ...]:
+    """The targets a ``--target`` value stands for (``both``: every one)."""
+    return tuple(TARGETS) if target == EVERY_TARGET else (target,)
 
 
 @cli.command()
-@click.option("--target", type=TARGET_CHOICE, default="power", show_default=True)
+@target_option(help="Which model to serve.")
 @alias_option
-@click.option("--port", type=click.IntRange(1, 65535), default=5001, show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=5001, show_default=True, help="TCP port."
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: all)."
+)
 @click.option(
     "--workers", type=click.IntRange(min=1), default=1, show_default=True, help="uvicorn workers."
 )
@@ -393,9 +386,9 @@ def list_models(ctx: click.Context, target: str) -> None:
     show_default=True,
     help="Refuse request bodies larger than this (HTTP 400).",
 )
-@click.pass_context
+@pass_state
 def serve(
-    ctx: click.Context,
+    state: CliState,
     target: str,
     alias: str,
     port: int,
@@ -409,13 +402,11 @@ def serve(
     (415), an oversized body or deeply nested JSON (400), and turns every error into a short
     JSON body without stack traces.
     """
-    import sys
-
     import mlflow
 
     from wattgpu.lifecycle import registry, serving, tracking
 
-    settings = _settings(ctx)
+    settings = state.settings
     tracking.configure(settings.tracking_uri)
     uri = registry.model_uri(target, alias)
     local = mlflow.artifacts.download_artifacts(artifact_uri=uri)
@@ -431,27 +422,25 @@ def serve(
 @cli.command()
 @click.option("--gpu", help="GPU name or alias (e.g. 'NVIDIA H100 PCIe').")
 @click.option("--model", "llm", help="LLM id (e.g. meta-llama/Llama-3.1-8B-Instruct).")
-@click.option(
-    "--scenario", type=click.Choice(["offline", "server"]), default="server", show_default=True
-)
+@scenario_option
 @click.option("--rate", type=float, default=None, help="Server request rate, requests/s.")
 @click.option(
     "--batch-size",
-    type=float,
+    type=int,
     default=None,
     help="Offline batch size (default: the engine's choice).",
 )
-@click.option("--input-tokens", type=float, default=None, help="Mean prompt length (default 512).")
-@click.option("--output-tokens", type=float, default=None, help="Mean output length (default 256).")
+@click.option("--input-tokens", type=int, default=None, help="Mean prompt length (default 512).")
+@click.option("--output-tokens", type=int, default=None, help="Mean output length (default 256).")
 @click.option("--engine", default=None, help="Serving engine (default vllm).")
 @click.option(
     "--engine-year",
-    type=float,
+    type=int,
     default=None,
     help="Release year of the engine version you run (default 2025, the latest measured).",
 )
 @click.option(
-    "--num-gpus", type=float, default=None, help="GPUs the model is sharded over (default 1)."
+    "--num-gpus", type=int, default=None, help="GPUs the model is sharded over (default 1)."
 )
 @click.option(
     "--dtype", default=None, help="Weight format, e.g. bfloat16, fp8, int4 (default bfloat16)."
@@ -469,82 +458,65 @@ def serve(
     default=None,
     help="Write the predictions to this CSV.",
 )
-@click.option(
-    "--target", type=click.Choice(["power", "itl", "both"]), default="both", show_default=True
-)
+@target_option(every=True, help="Which model(s) to ask.")
 @alias_option
 @click.option(
     "--url", default=None, help="Ask a running model server instead (needs --target power or itl)."
 )
 @output_format_option
-@click.pass_context
+@pass_state
 def predict(
-    ctx: click.Context,
-    gpu,
-    llm,
-    scenario,
-    rate,
-    batch_size,
-    input_tokens,
-    output_tokens,
-    engine,
-    engine_year,
-    num_gpus,
-    dtype,
-    input_csv,
-    output,
-    target,
-    alias,
-    url,
-    fmt,
-) -> None:  # noqa: ANN001
+    state: CliState,
+    input_csv: Path | None,
+    output: Path | None,
+    target: str,
+    alias: str,
+    url: str | None,
+    fmt: str,
+    **query: Any,
+) -> None:
     """Predict power (W) and/or ITL (ms) for one query or a CSV of queries."""
-    import pandas as pd
-
     from wattgpu.lifecycle import client as predict_client
 
     if input_csv is not None:
         queries = predict_client.read_queries(input_csv)
+    elif not query["gpu"] or not query["llm"]:
+        raise click.UsageError("give --gpu and --model, or --input QUERIES.csv")
     else:
-        if not gpu or not llm:
-            raise click.UsageError("give --gpu and --model, or --input QUERIES.csv")
-        queries = pd.DataFrame(
-            [
-                {
-                    "gpu": gpu,
-                    "model": llm,
-                    "scenario": scenario,
-                    "request_rate_rps": rate,
-                    "batch_size": batch_size,
-                    "input_tokens": input_tokens,
-                    "output_tokens": output_tokens,
-                    "engine": engine,
-                    "engine_year": engine_year,
-                    "num_gpus": num_gpus,
-                    "dtype": dtype,
-                }
-            ]
-        ).dropna(axis=1)
-    if url and target == "both":
+        queries = _query_from_options(query)
+    if url and target == EVERY_TARGET:
         raise click.UsageError("--url serves one model: give --target power or --target itl")
-    targets = ("power", "itl") if target == "both" else (target,)
     _quiet_mlflow()
     try:
-        answers = predict_client.ask_models(_settings(ctx), queries, targets, alias=alias, url=url)
+        answers = predict_client.ask_models(
+            state.settings, queries, _targets(target), alias=alias, url=url
+        )
     except QueryError as exc:
+        if input_csv is not None:
+            raise
         # a query made of options: name the options, not the REST columns behind them
-        raise click.ClickException(
-            str(exc) if input_csv is not None else _in_option_names(str(exc))
-        ) from None
+        raise QueryError(_in_option_names(str(exc)), exc.field) from None
     if output is not None:
         answers.to_csv(output, index=False)
         click.echo(f"wrote {len(answers)} predictions to {output}")
-    elif fmt == "json":
-        click.echo(answers.to_json(orient="records", indent=2))
-    elif fmt == "csv":
-        click.echo(answers.to_csv(index=False), nl=False)
-    else:
-        click.echo(answers.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+        return
+    _echo_frame(answers, fmt, _people_table)
+
+
+def _people_table(answers: Any) -> str:
+    """Predictions as aligned columns, one decimal, ``-`` where a target was not asked."""
+    return answers.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-")
+
+
+def _query_from_options(options: dict[str, Any]) -> Any:
+    """The one-row query frame (REST columns) that ``predict``'s options describe."""
+    import pandas as pd
+
+    row = {"gpu": options["gpu"], "model": options["llm"], "scenario": options["scenario"]}
+    row |= {"request_rate_rps": options["rate"]}
+    row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
+    row |= {k: options[k] for k in ("engine_year", "num_gpus", "dtype")}
+    return pd.DataFrame([row]).dropna(axis=1)
 
 
 # The REST column behind each option of `wattgpu predict`.
@@ -580,7 +552,7 @@ def _quiet_mlflow() -> None:
     warnings.filterwarnings("ignore", module="mlflow")
 
 
-@cli.group(cls=WattgpuGroup)
+@cli.group()
 def data() -> None:
     """Data sets: generate the analytical one, import and fetch public ones."""
 
@@ -596,13 +568,13 @@ def data() -> None:
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the measurement noise."
 )
-@click.pass_context
-def simulate(ctx: click.Context, output: Path, seed: int) -> None:
+@pass_state
+def simulate(state: CliState, output: Path, seed: int) -> None:
     """Generate a measurement set from the analytical model (marked as generated in `source`)."""
     from wattgpu.data.catalog import Catalog
     from wattgpu.modeling.simulate import simulate as draw
 
-    settings = _settings(ctx)
+    settings = state.settings
     rows = draw(Catalog.load(settings.gpus_csv, settings.llms_csv), seed=seed)
     output.parent.mkdir(parents=True, exist_ok=True)
     rows.to_csv(output, index=False)

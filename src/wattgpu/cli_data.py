@@ -1,37 +1,21 @@
 """``wattgpu data import ...`` and ``wattgpu data fetch ...``: thin shells over the importers.
 
 ``import_command`` (a group) and ``fetch_command`` are attached to the ``data`` group in
-:mod:`wattgpu.cli`. Library errors become one line and exit code 1 here as well, so the
-commands behave the same under any group.
+:mod:`wattgpu.cli`, whose root group turns library errors into one line and exit code 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from wattgpu.config import EXTERNAL_DATA_DIR, Settings, load_settings
+from wattgpu.cli_options import CliState, pass_state
+from wattgpu.config import EXTERNAL_DATA_DIR, Settings
 from wattgpu.data.fetch import DATASETS, DEFAULT_TIMEOUT_S
 from wattgpu.data.measurements import DROPPED_SUFFIX
-from wattgpu.errors import WattgpuError
-
-
-@contextmanager
-def _one_line() -> Iterator[None]:
-    """Turn a ``WattgpuError`` into a one-line ``ClickException`` (exit code 1)."""
-    try:
-        yield
-    except WattgpuError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def _settings(ctx: click.Context) -> Settings:
-    obj = ctx.obj if isinstance(ctx.obj, dict) else {}
-    return obj.get("settings") or load_settings()
 
 
 def _import_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,7 +33,7 @@ def _import_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def _write(ctx: click.Context, name: str, source: Path, output: Path | None, result: Any) -> None:
+def _write(name: str, source: Path, output: Path | None, result: Any) -> None:
     """Print the summary, then write the kept rows (and the dropped ones next to them)."""
     from wattgpu.data.importers import summarise
 
@@ -69,10 +53,10 @@ def _write(ctx: click.Context, name: str, source: Path, output: Path | None, res
         click.echo(f"wrote {len(result.dropped)} dropped rows and their reasons to {dropped}")
 
 
-def _catalog(ctx: click.Context) -> Any:
+def _catalog(settings: Settings) -> Any:
+    """The catalogues the settings point at."""
     from wattgpu.data.catalog import Catalog
 
-    settings = _settings(ctx)
     return Catalog.load(settings.gpus_csv, settings.llms_csv)
 
 
@@ -84,39 +68,38 @@ def import_command() -> None:
 @import_command.command(name="watt-counts")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_import_options
-@click.pass_context
+@pass_state
 def import_watt_counts_command(
-    ctx: click.Context, file: Path, output: Path | None, single_gpu: bool
+    state: CliState, file: Path, output: Path | None, single_gpu: bool
 ) -> None:
     """Import the paper's Watt Counts file (data/watt_counts_subset.csv of maufadel/wattgpu)."""
     from wattgpu.data.importers import import_watt_counts, read_watt_counts
 
-    with _one_line():
-        result = import_watt_counts(read_watt_counts(file), _catalog(ctx), single_gpu=single_gpu)
-        _write(ctx, "watt-counts", file, output, result)
+    catalog = _catalog(state.settings)
+    result = import_watt_counts(read_watt_counts(file), catalog, single_gpu=single_gpu)
+    _write("watt-counts", file, output, result)
 
 
 @import_command.command(name="mlenergy")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @_import_options
-@click.pass_context
+@pass_state
 def import_mlenergy_command(
-    ctx: click.Context, directory: Path, output: Path | None, single_gpu: bool
+    state: CliState, directory: Path, output: Path | None, single_gpu: bool
 ) -> None:
     """Import ML.ENERGY leaderboard raw files found anywhere under DIRECTORY."""
     from wattgpu.data.importers import import_mlenergy
 
-    with _one_line():
-        result = import_mlenergy(directory, _catalog(ctx), single_gpu=single_gpu)
-        _write(ctx, "mlenergy", directory, output, result)
+    result = import_mlenergy(directory, _catalog(state.settings), single_gpu=single_gpu)
+    _write("mlenergy", directory, output, result)
 
 
 @import_command.command(name="argonne")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @_import_options
-@click.pass_context
+@pass_state
 def import_argonne_command(
-    ctx: click.Context, directory: Path, output: Path | None, single_gpu: bool
+    state: CliState, directory: Path, output: Path | None, single_gpu: bool
 ) -> None:
     """Import Argonne LLM-Inference-Bench results found anywhere under DIRECTORY.
 
@@ -125,9 +108,8 @@ def import_argonne_command(
     """
     from wattgpu.data.importers import import_argonne
 
-    with _one_line():
-        result = import_argonne(directory, _catalog(ctx), single_gpu=single_gpu)
-        _write(ctx, "argonne", directory, output, result)
+    result = import_argonne(directory, _catalog(state.settings), single_gpu=single_gpu)
+    _write("argonne", directory, output, result)
 
 
 @click.command(name="fetch")
@@ -143,15 +125,13 @@ def import_argonne_command(
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
-    help="Seconds to wait for the server before calling this machine offline.",
+    help="HTTP timeout: seconds to wait for the server before calling this machine offline.",
 )
-@click.pass_context
-def fetch_command(ctx: click.Context, dataset: str, dest: Path | None, timeout: float) -> None:
+def fetch_command(dataset: str, dest: Path | None, timeout: float) -> None:
     """Download a public data set (needs the internet; see wattgpu/data/fetch.py for the files)."""
     from wattgpu.data.fetch import default_dest, fetch, import_hint
 
     dest = dest or default_dest(dataset)
-    with _one_line():
-        files = fetch(dataset, dest, timeout=timeout)
+    files = fetch(dataset, dest, timeout=timeout)
     click.echo(f"downloaded {len(files)} file(s) into {dest}")
     click.echo(f"next: {import_hint(dataset, dest)}")

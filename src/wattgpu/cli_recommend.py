@@ -13,9 +13,14 @@ from typing import Any
 import click
 import pandas as pd
 
-from wattgpu.cli_options import alias_option, output_format_option
-from wattgpu.config import Settings, load_settings
-from wattgpu.errors import WattgpuError
+from wattgpu.cli_options import (
+    CliState,
+    alias_option,
+    output_format_option,
+    pass_state,
+    scenario_option,
+)
+from wattgpu.config import Settings
 
 EXIT_NO_GPU = 3
 # What the table format shows (JSON and CSV carry every column of the answer, these included).
@@ -214,9 +219,7 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
 @click.command(name="recommend", epilog=EPILOG)
 @click.option("--model", "llm", required=True, help="LLM id or alias from the catalogue.")
 @click.option("--itl-slo-ms", type=float, default=None, help="Inter-token latency target, ms.")
-@click.option(
-    "--scenario", type=click.Choice(["server", "offline"]), default="server", show_default=True
-)
+@scenario_option
 @click.option("--rate", type=float, default=None, help="Requests/s, all day.")
 @click.option(
     "--requests-per-day", type=float, default=None, help="Requests a day (rate = N / 86400)."
@@ -227,8 +230,8 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     default=None,
     help="CSV of the day's load: hour, rate.",
 )
-@click.option("--output-tokens", type=float, default=None, help="Mean output tokens (256).")
-@click.option("--input-tokens", type=float, default=None, help="Mean prompt tokens (512).")
+@click.option("--output-tokens", type=int, default=None, help="Mean output tokens (256).")
+@click.option("--input-tokens", type=int, default=None, help="Mean prompt tokens (512).")
 @click.option("--gpus", default=None, help="Comma-separated GPU names (default: the catalogue).")
 @click.option(
     "--price-file",
@@ -253,17 +256,17 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     is_flag=True,
     help="Log a run (table, chart) to experiment wattgpu-recommend.",
 )
-@click.pass_context
+@pass_state
 def recommend_command(
-    ctx: click.Context,
+    state: CliState,
     llm: str,
     itl_slo_ms: float | None,
     scenario: str,
     rate: float | None,
     requests_per_day: float | None,
     load_profile: Path | None,
-    output_tokens: float | None,
-    input_tokens: float | None,
+    output_tokens: int | None,
+    input_tokens: int | None,
     gpus: str | None,
     price_file: Path | None,
     alias: str,
@@ -283,39 +286,43 @@ def recommend_command(
     """
     from wattgpu import recommendation as rec
 
-    obj = ctx.find_object(dict) or {}
-    settings = obj.get("settings") or load_settings()
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
-    try:
-        table = rec.recommend(
-            llm,
-            itl_slo_ms=itl_slo_ms,
-            scenario=scenario,
-            rate=rate,
-            requests_per_day=requests_per_day,
-            load_profile=load_profile,
-            output_tokens=output_tokens,
-            input_tokens=input_tokens,
-            gpus=names,
-            prices=price_file,
-            alias=alias,
-            power_url=power_url,
-            itl_url=itl_url,
-            settings=settings,
-            strict=strict,
-        )
-        slo = table.attrs["request"]["itl_slo_ms"]
-        verdict = rec.verdict(table, slo, strict)
-        figure = chart(table, slo) if (plot or log_run) else None
-        if plot:
-            figure.savefig(plot, format="png", dpi=120)
-        run_id = None
-        if log_run:
-            options = {**table.attrs["request"], "gpus": gpus, "price_file": price_file}
-            options |= {"rate": rate, "load_profile": load_profile, "alias": alias}
-            run_id = _log_run(settings, table, figure, verdict, options)
-    except WattgpuError as exc:
-        raise click.ClickException(str(exc)) from None
+    table = rec.recommend(
+        llm,
+        itl_slo_ms=itl_slo_ms,
+        scenario=scenario,
+        rate=rate,
+        requests_per_day=requests_per_day,
+        load_profile=load_profile,
+        output_tokens=output_tokens,
+        input_tokens=input_tokens,
+        gpus=names,
+        prices=price_file,
+        alias=alias,
+        power_url=power_url,
+        itl_url=itl_url,
+        settings=state.settings,
+        strict=strict,
+    )
+    slo = table.attrs["request"]["itl_slo_ms"]
+    verdict = rec.verdict(table, slo, strict)
+    figure = chart(table, slo) if (plot or log_run) else None
+    if plot:
+        figure.savefig(plot, format="png", dpi=120)
+    run_id = None
+    if log_run:
+        options = {**table.attrs["request"], "gpus": gpus, "price_file": price_file}
+        options |= {"rate": rate, "load_profile": load_profile, "alias": alias}
+        run_id = _log_run(state.settings, table, figure, verdict, options)
+    _print_answer(table, verdict, fmt, plot, run_id)
+    if not (table["rank"] == 1).any():
+        click.get_current_context().exit(EXIT_NO_GPU)
+
+
+def _print_answer(
+    table: pd.DataFrame, verdict: str, fmt: str, plot: Path | None, run_id: str | None
+) -> None:
+    """The table in ``fmt`` on stdout; the verdict beside it (on stderr for json and csv)."""
     if fmt == "json":
         click.echo(table.to_json(orient="records", indent=2))
         click.echo(verdict, err=True)
@@ -330,5 +337,3 @@ def recommend_command(
         click.echo(f"chart: {plot}", err=True)
     if run_id:
         click.echo(f"logged run {run_id} to experiment wattgpu-recommend", err=True)
-    if not (table["rank"] == 1).any():
-        ctx.exit(EXIT_NO_GPU)

@@ -46,16 +46,21 @@ class Settings:
         return self.data_dir / "measurements"
 
 
-def load_settings(environ: dict[str, str] | None = None) -> Settings:
-    """Build the settings from environment variables.
+def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None = None) -> Settings:
+    """Build the settings from environment variables; the CLI calls it once, at command start.
 
     ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``MLFLOW_TRACKING_URI``
     (default an SQLite file ``mlflow.db`` in the working directory) and
     ``WATTGPU_OPTUNA_STORAGE`` (default ``sqlite:///optuna.db``).
+
+    Args:
+        environ: the variables to read (default: ``os.environ``).
+        data_dir: a data folder given explicitly (``wattgpu --data-dir``); wins over the variable.
+
     """
     env = os.environ if environ is None else environ
     return Settings(
-        data_dir=Path(env.get("WATTGPU_DATA_DIR") or SHIPPED_DATA_DIR),
+        data_dir=Path(data_dir or env.get("WATTGPU_DATA_DIR") or SHIPPED_DATA_DIR),
         tracking_uri=env.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI,
         optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or DEFAULT_OPTUNA_STORAGE,
     )
