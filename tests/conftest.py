@@ -6,13 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
-import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from wattgpu.cli import WattgpuGroup, cli
-from wattgpu.cli_data import fetch_command, import_command
+from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data.catalog import Catalog
 
@@ -127,29 +125,15 @@ def catalog() -> Catalog:
 
 @pytest.fixture
 def invoke(tmp_path, monkeypatch):
-    """Run `wattgpu data ...` (through the real group once the lead registers the commands)."""
+    """Run `wattgpu data ...` through the real group, in a folder of its own with its catalogues."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     for name in ("gpus.csv", "llms.csv"):
         shutil.copy(SHIPPED_DATA_DIR / name, data_dir / name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WATTGPU_DATA_DIR", str(data_dir))
-    data = cli.commands["data"]
-    if "import" in data.commands and "fetch" in data.commands:
-        group, prefix = cli, ["data"]
-    else:
-
-        @click.group(cls=WattgpuGroup)
-        @click.pass_context
-        def group(ctx: click.Context) -> None:
-            ctx.obj = {"settings": Settings(data_dir)}
-
-        group.add_command(import_command)
-        group.add_command(fetch_command)
-        prefix = []
-
     def run(*args: str):
-        result = CliRunner().invoke(group, [*prefix, *args], catch_exceptions=False)
+        result = CliRunner().invoke(cli, ["data", *args], catch_exceptions=False)
         assert "Traceback" not in result.output
         return result
 
@@ -201,7 +185,6 @@ def stop_server(process) -> None:  # noqa: ANN001
 @pytest.fixture(scope="session")
 def store(tmp_path_factory, catalog):
     """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production."""
-    from wattgpu.config import Settings
     from wattgpu.lifecycle import pipeline, registry, tracking
     from wattgpu.modeling.simulate import simulate
 
