@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -132,6 +135,7 @@ def invoke(tmp_path, monkeypatch):
         shutil.copy(SHIPPED_DATA_DIR / name, data_dir / name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WATTGPU_DATA_DIR", str(data_dir))
+
     def run(*args: str):
         result = CliRunner().invoke(cli, ["data", *args], catch_exceptions=False)
         assert "Traceback" not in result.output
@@ -180,6 +184,24 @@ def stop_server(process) -> None:  # noqa: ANN001
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=30)
+
+
+@contextmanager
+def serving(store: dict, command: Callable[[int], list[str]], log_name: str) -> Iterator[str]:
+    """Run ``command(port)`` against ``store``'s registry as a server; yield its URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": store["settings"].tracking_uri,
+        # `mlflow models serve` and `wattgpu serve` exec uvicorn by name
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    url = f"http://127.0.0.1:{port}"
+    process = start_server(command(port), env, store["root"] / log_name, url)
+    try:
+        yield url
+    finally:
+        stop_server(process)
 
 
 @pytest.fixture(scope="session")

@@ -9,14 +9,12 @@ the size limit is tested without sending 32 MB.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, start_server, stop_server
+from conftest import serving
 
 from wattgpu.lifecycle.serving import MAX_ERROR_BYTES, clean_message, json_depth
 
@@ -402,20 +400,14 @@ GOOD = [
 
 @pytest.fixture(scope="module")
 def guarded(store):
-    port = free_port()
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": store["settings"].tracking_uri,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    command = [
-        *(sys.executable, "-m", "wattgpu", "serve", "--target", "power"),
-        *("--port", str(port), "--max-body-mb", "1"),
-    ]
-    url = f"http://127.0.0.1:{port}"
-    process = start_server(command, env, store["root"] / "guarded.log", url)
-    yield url
-    stop_server(process)
+    def command(port: int) -> list[str]:
+        return [
+            *(sys.executable, "-m", "wattgpu", "serve", "--target", "power"),
+            *("--port", str(port), "--max-body-mb", "1"),
+        ]
+
+    with serving(store, command, "guarded.log") as url:
+        yield url
 
 
 def send(url: str, body: str | bytes, headers: dict) -> httpx.Response:

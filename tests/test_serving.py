@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import mlflow
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, free_port, start_server, stop_server
+from conftest import REPO, serving
 from mlflow.tracking import MlflowClient
 
 from wattgpu.cli import cli
@@ -34,21 +32,16 @@ H100_8B = {
 @pytest.fixture(scope="module")
 def server(store):
     """Plain `mlflow models serve`: the pyfunc's own checks hold there too."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": store["settings"].tracking_uri,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    command = [
-        *(sys.executable, "-m", "mlflow", "models", "serve"),
-        *("-m", "models:/wattgpu-power@production", "--env-manager", "local"),
-        *("-p", str(port), "-h", "127.0.0.1"),
-    ]
-    url = f"http://127.0.0.1:{port}"
-    process = start_server(command, env, store["root"] / "server.log", url)
-    yield url
-    stop_server(process)
+
+    def command(port: int) -> list[str]:
+        return [
+            *(sys.executable, "-m", "mlflow", "models", "serve"),
+            *("-m", "models:/wattgpu-power@production", "--env-manager", "local"),
+            *("-p", str(port), "-h", "127.0.0.1"),
+        ]
+
+    with serving(store, command, "server.log") as url:
+        yield url
 
 
 def post(url: str, payload) -> httpx.Response:
