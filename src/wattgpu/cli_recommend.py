@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 import pandas as pd
 
 from wattgpu.cli_options import (
@@ -84,27 +85,7 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     shown = table[table["fits"] & table["power_w"].notna()]
     fig, ax = plt.subplots(figsize=(8, 5.5))
     ranked = shown["rank"].notna().to_numpy(bool)
-    for mask, colour, label in (
-        (ranked, "tab:green", "ranked"),
-        (~ranked, "tab:grey", "not ranked"),
-    ):
-        rows = shown[mask]
-        if rows.empty:
-            continue
-        ax.errorbar(
-            rows["power_w"],
-            rows["itl_ms"],
-            xerr=[rows["power_w"] - rows["power_lower_w"], rows["power_upper_w"] - rows["power_w"]],
-            yerr=[rows["itl_ms"] - rows["itl_lower_ms"], rows["itl_upper_ms"] - rows["itl_ms"]],
-            fmt="o",
-            markersize=4,
-            color=colour,
-            ecolor=colour,
-            elinewidth=0.8,
-            alpha=0.8,
-            zorder=3,
-            label=f"{label} (90 % intervals)",
-        )
+    _points(ax, shown, ranked)
     front = shown[shown["pareto"]].sort_values("power_w")
     ax.step(front["power_w"], front["itl_ms"], where="post", color="tab:blue", label="Pareto front")
     if itl_slo_ms is not None:
@@ -137,6 +118,31 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     fig.tight_layout()
     _label(fig, ax, shown[ranked | shown["pareto"].to_numpy(bool)])
     return fig
+
+
+def _points(ax: Any, shown: pd.DataFrame, ranked: np.ndarray) -> None:
+    """Each GPU's predicted power and ITL with their 90 % intervals, ranked ones in green."""
+    for mask, colour, label in (
+        (ranked, "tab:green", "ranked"),
+        (~ranked, "tab:grey", "not ranked"),
+    ):
+        rows = shown[mask]
+        if rows.empty:
+            continue
+        ax.errorbar(
+            rows["power_w"],
+            rows["itl_ms"],
+            xerr=[rows["power_w"] - rows["power_lower_w"], rows["power_upper_w"] - rows["power_w"]],
+            yerr=[rows["itl_ms"] - rows["itl_lower_ms"], rows["itl_upper_ms"] - rows["itl_ms"]],
+            fmt="o",
+            markersize=4,
+            color=colour,
+            ecolor=colour,
+            elinewidth=0.8,
+            alpha=0.8,
+            zorder=3,
+            label=f"{label} (90 % intervals)",
+        )
 
 
 def _label(fig: Any, ax: Any, rows: pd.DataFrame) -> None:
