@@ -1,7 +1,7 @@
 """A generator of a measurement set marked as generated, and the fit of the analytical model.
 
 The analytical model of LLM serving itself (``PhysicalConstants``, ``DEFAULT_CONSTANTS``,
-``predict``) lives in ``wattgpu.modeling.physics``; this module fits its constants to measured
+``serving_model``) lives in ``wattgpu.modeling.physics``; this module fits its constants to measured
 rows (``calibrate``, ``fidelity``) and draws a measurement set from it (``simulate``). Pure: the
 CLI writes the file.
 """
@@ -22,7 +22,7 @@ from wattgpu.modeling.physics import (
     CONSTANT_BOUNDS,
     DEFAULT_CONSTANTS,
     PhysicalConstants,
-    predict,
+    serving_model,
 )
 
 # (prediction column, measured column) of each target.
@@ -58,7 +58,7 @@ def fidelity(
         median of log(pred / true)). The overall lines have data set ``all`` (and ``fitted``).
 
     """
-    pred = predict(rows, constants)
+    pred = serving_model(rows, constants)
     keys = _group_keys(rows)
     engine = (
         rows["engine"].astype("object").fillna("?")
@@ -147,7 +147,7 @@ def calibrate(
         return replace(start, **{n: float(v) for n, v in zip(names, x, strict=True)})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        pred = predict(fit_rows, constants_of(x))
+        pred = serving_model(fit_rows, constants_of(x))
         parts = []
         for target, (have, true) in targets.items():
             r = np.log(pred[PREDICTED_AND_MEASURED[target][0]].to_numpy()[have] / true)
@@ -255,7 +255,7 @@ def simulate(
     rows["engine"] = "vllm"
     rows["num_gpus"] = 1.0
     features = build_features(rows, catalog)
-    pred = predict(features, constants)
+    pred = serving_model(features, constants)
     tdp = features["gpu_tdp_w"].to_numpy(dtype=float)
     itl_noise = np.exp(rng.normal(0.0, ITL_NOISE, len(rows)))
     rows["mean_power_w"] = np.minimum(
