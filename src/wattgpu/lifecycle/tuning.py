@@ -129,26 +129,29 @@ def make_objective(
 
 
 def run_study(
+    study: optuna.Study,
     target: str,
     frame: pd.DataFrame,
     *,
     trials: int,
     timeout: float | None,
-    storage: str,
-    study_name: str,
     seed: int = 0,
     split: str = "LOGO",
     log_trial: TrialLogger | None = None,
     on_trial_done: Callable[[], None] | None = None,
     worker: str = "",
 ) -> optuna.Study:
-    """Run the study until it holds ``trials`` completed trials (or ``timeout`` seconds pass).
+    """Run ``study`` (from ``open_study``) until it holds ``trials`` completed trials.
 
     ``trials`` is a total: a study resumed from its storage only runs the trials still missing.
+    It stops early once ``timeout`` seconds have passed.
+
+    Raises:
+        ConfigError: ``trials`` is below 1, or no trial finished.
+
     """
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
-    study = open_study(storage, study_name, seed)
     remaining = trials - completed_trials(study)
     if not study.trials:
         study.enqueue_trial(default_trial(), skip_if_exists=True)
@@ -167,7 +170,9 @@ def run_study(
             catch=(),
         )
     if completed_trials(study) == 0:
-        raise ConfigError(f"study {study_name!r} finished no trial (timeout {timeout}s too short?)")
+        raise ConfigError(
+            f"study {study.study_name!r} finished no trial (timeout {timeout}s too short?)"
+        )
     return study
 
 
