@@ -51,8 +51,16 @@ from benchinfo import add_data_arguments, load_measured, machine
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
-from wattgpu.lifecycle.tuning import nested_out_of_fold, studies_needed
-from wattgpu.modeling.evaluation import TABLE_COLUMNS, baseline_predictions, score, to_markdown
+from wattgpu.lifecycle.tuning import tuner
+from wattgpu.modeling.evaluation import (
+    TABLE_COLUMNS,
+    baseline_predictions,
+    nested_out_of_fold,
+    predictions_frame,
+    score,
+    studies_needed,
+    to_markdown,
+)
 from wattgpu.modeling.prior import refit_prior
 from wattgpu.modeling.splits import SPLITS, fold_labels, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
@@ -156,7 +164,7 @@ def paper_out_of_fold(target: str, frame: pd.DataFrame, split: str, seed: int) -
     pred = np.full(len(frame), np.nan)
     for (_, test), answer in zip(folds, answers, strict=True):
         pred[test] = answer
-    return baseline_predictions(target, frame).assign(pred=pred)
+    return predictions_frame(target, frame, pred)
 
 
 # --- the benchmark ------------------------------------------------------------------------------
@@ -195,7 +203,7 @@ def run(
                     target,
                     data,
                     split,
-                    trials=trials,
+                    tuner(target, trials=trials, seed=seed),
                     seed=seed,
                     on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
                     if progress
@@ -316,7 +324,7 @@ def caption(trials: int) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_TRIALS} trials per study")
     parser.add_argument("--trials", type=int, help=f"trials per nested study (default {TRIALS})")
@@ -327,9 +335,49 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    trials = args.trials or (QUICK_TRIALS if args.quick else TRIALS)
+    return parser.parse_args(argv)
 
+
+def data_line(target: str, rows: pd.DataFrame) -> str:
+    """One line on ``target``'s rows: counts, scenarios, and how hard its GPU rankings are."""
+    data = rows_with_target(target, rows)
+    line = (
+        f"- {target} rows: {len(data)} ({data['gpu'].nunique()} GPUs, "
+        f"{data['model'].nunique()} LLMs; "
+        + ", ".join(f"{s} {n}" for s, n in data["scenario"].value_counts().items())
+        + f"; multi-GPU {int((data['num_gpus'] > 1).sum())})"
+    )
+    groups, close = near_ties(data, MEASURED_COLUMN[target])
+    gpus, count = commonest_gpu_set(data)
+    return line + (
+        f"; GPU-ranking groups (LLM, scenario) with 2+ GPUs: {groups}, of which {close} have "
+        f"measured GPU means within {NEAR_TIE:.0%} of each other and {count} rank only "
+        f"{' and '.join(gpus)}"
+    )
+
+
+def steps_needed(args: argparse.Namespace, rows: pd.DataFrame) -> int:
+    """How many progress steps ``run`` reports (nested studies and paper fits)."""
+    return sum(
+        (studies_needed(rows_with_target(t, rows), s) if "catboost" in args.methods else 0)
+        + ("xgboost-paper" in args.methods)
+        for t in args.targets
+        for s in args.splits
+    )
+
+
+def print_chosen(chosen: list[dict[str, Any]]) -> None:
+    """The tuned parameters of each nested study, one line each."""
+    print("Tuned parameters per nested study:")
+    for study in chosen:
+        held = ", ".join(study["held_out"][:3]) + (" ..." if len(study["held_out"]) > 3 else "")
+        params = ", ".join(f"{k}={v:.3g}" for k, v in study["params"].items())
+        print(f"- {study['target']} {study['split']} without [{held}]: {params}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    trials = args.trials or (QUICK_TRIALS if args.quick else TRIALS)
     started = time.perf_counter()
     command = " ".join(["python bench/accuracy.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [
@@ -344,30 +392,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     lines.append("- measurements: " + ", ".join(f.name for f in files))
     print("\n".join(lines), flush=True)
     for target in args.targets:
-        data = rows_with_target(target, rows)
-        line = (
-            f"- {target} rows: {len(data)} ({data['gpu'].nunique()} GPUs, "
-            f"{data['model'].nunique()} LLMs; "
-            + ", ".join(f"{s} {n}" for s, n in data["scenario"].value_counts().items())
-            + f"; multi-GPU {int((data['num_gpus'] > 1).sum())})"
-        )
-        groups, close = near_ties(data, MEASURED_COLUMN[target])
-        gpus, count = commonest_gpu_set(data)
-        line += (
-            f"; GPU-ranking groups (LLM, scenario) with 2+ GPUs: {groups}, of which {close} have "
-            f"measured GPU means within {NEAR_TIE:.0%} of each other and {count} rank only "
-            f"{' and '.join(gpus)}"
-        )
-        lines.append(line)
-        print(line, flush=True)
-
-    total = sum(
-        (studies_needed(rows_with_target(t, rows), s) if "catboost" in args.methods else 0)
-        + ("xgboost-paper" in args.methods)
-        for t in args.targets
-        for s in args.splits
-    )
-    bar = tqdm(total=total, desc="accuracy", unit="step", file=sys.stderr)
+        lines.append(data_line(target, rows))
+        print(lines[-1], flush=True)
+    bar = tqdm(total=steps_needed(args, rows), desc="accuracy", unit="step", file=sys.stderr)
 
     def advance(label: str) -> None:
         bar.set_postfix_str(label)
@@ -392,18 +419,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         interval_markdown(table),
     ]
-    report = "\n".join(lines)
     print("\n".join(lines[-6:]))
     if args.markdown:
-        args.markdown.write_text(report)
+        args.markdown.write_text("\n".join(lines))
     if args.json:
         args.json.write_text(json.dumps(to_json_records(table), indent=2, allow_nan=False) + "\n")
     if chosen:
-        print("Tuned parameters per nested study:")
-        for study in chosen:
-            held = ", ".join(study["held_out"][:3]) + (" ..." if len(study["held_out"]) > 3 else "")
-            params = ", ".join(f"{k}={v:.3g}" for k, v in study["params"].items())
-            print(f"- {study['target']} {study['split']} without [{held}]: {params}")
+        print_chosen(chosen)
 
 
 if __name__ == "__main__":

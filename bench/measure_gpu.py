@@ -119,7 +119,30 @@ def generate(net, prompts: torch.Tensor, tokens: int) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
+# The measurement schema's columns, in the order of the shipped measurement files.
+FIELDS = [
+    "gpu",
+    "model",
+    "scenario",
+    "request_rate_rps",
+    "batch_size",
+    "input_tokens",
+    "output_tokens",
+    "engine",
+    "dtype",
+    "num_gpus",
+    "mean_power_w",
+    "itl_s",
+    "itl_kind",
+    "ttft_s",
+    "throughput_tok_s",
+    "energy_per_token_j",
+    "source",
+    "measured_at",
+]
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", required=True)
     parser.add_argument("--models", default=DEFAULT_MODELS)
@@ -127,98 +150,97 @@ def main() -> None:
     parser.add_argument("--input-tokens", type=int, default=512)
     parser.add_argument("--output-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    if pynvml is not None and DEVICE == "cuda":
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(handle)
-        name = name.decode() if isinstance(name, bytes) else name
-        limit = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
-    else:
-        handle, name, limit = None, "cpu", float("nan")
+
+def open_gpu() -> tuple[object, str, float]:
+    """NVML handle, name and enforced power limit (W) of GPU 0; (None, "cpu", NaN) without one."""
+    if pynvml is None or DEVICE != "cuda":
+        return None, "cpu", float("nan")
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    name = pynvml.nvmlDeviceGetName(handle)
+    name = name.decode() if isinstance(name, bytes) else name
+    return handle, name, pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+
+
+def idle_power(sampler: PowerSampler) -> float:
+    """Mean board power (W) over 2 s with nothing running."""
+    sampler.active = True
+    time.sleep(2.0)
+    sampler.active = False
+    idle, sampler.samples = sampler.samples, []
+    return sum(idle) / max(1, len(idle))
+
+
+def measure(
+    net, model: str, batch: int, args: argparse.Namespace, sampler: PowerSampler, gpu: str
+) -> dict[str, object]:
+    """One (model, batch) measurement as a row of the measurement schema; prints a summary."""
+    vocab = net.config.vocab_size
+    prompts = torch.randint(10, vocab - 10, (batch, args.input_tokens), device=DEVICE)
+    generate(net, prompts, 8)  # warm-up
+    ttft = min(generate(net, prompts, 1) for _ in range(2))
+    sampler.samples, sampler.active = [], True
+    times = [generate(net, prompts, args.output_tokens) for _ in range(args.repeats)]
+    sampler.active = False
+    run = sum(times) / len(times)
+    power = sum(sampler.samples) / len(sampler.samples)
+    itl = (run - ttft) / (args.output_tokens - 1)
+    throughput = batch * args.output_tokens / run
+    print(
+        f"{model} bs={batch}: {power:.0f} W, ITL {itl * 1e3:.2f} ms, "
+        f"TTFT {ttft * 1e3:.0f} ms, {throughput:.0f} tok/s",
+        flush=True,
+    )
+    return {
+        "gpu": gpu,
+        "model": model,
+        "scenario": "offline",
+        "request_rate_rps": "",
+        "batch_size": batch,
+        "input_tokens": args.input_tokens,
+        "output_tokens": args.output_tokens,
+        "engine": "hf",
+        "dtype": "bfloat16",
+        "num_gpus": 1,
+        "mean_power_w": round(power, 2),
+        "itl_s": round(itl, 6),
+        "itl_kind": "(run - ttft) / (output_tokens - 1), static batch",
+        "ttft_s": round(ttft, 5),
+        "throughput_tok_s": round(throughput, 2),
+        "energy_per_token_j": round(power / throughput, 5),
+        "source": "measured: bench/measure_gpu.py, HF transformers generate, "
+        f"random weights, torch {torch.__version__}, "
+        f"{len(sampler.samples)} NVML samples",
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_rows(path: str, rows: list[dict[str, object]]) -> None:
+    with open(path, "w", newline="") as handle_out:
+        writer = csv.DictWriter(handle_out, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main() -> None:
+    args = parse_args()
+    handle, name, limit = open_gpu()
     print(
         f"GPU: {name}; power limit {limit:.0f} W; torch {torch.__version__}; "
         f"transformers {transformers.__version__}",
         flush=True,
     )
     sampler = PowerSampler(handle)
-    idle = []
-    sampler.active = True
-    time.sleep(2.0)
-    sampler.active = False
-    idle, sampler.samples = sampler.samples, []
-    print(f"idle power {sum(idle) / max(1, len(idle)):.1f} W", flush=True)
-
-    fields = [
-        "gpu",
-        "model",
-        "scenario",
-        "request_rate_rps",
-        "batch_size",
-        "input_tokens",
-        "output_tokens",
-        "engine",
-        "dtype",
-        "num_gpus",
-        "mean_power_w",
-        "itl_s",
-        "itl_kind",
-        "ttft_s",
-        "throughput_tok_s",
-        "energy_per_token_j",
-        "source",
-        "measured_at",
-    ]
+    print(f"idle power {idle_power(sampler):.1f} W", flush=True)
     rows = []
     torch.manual_seed(0)
     for model in args.models.split(","):
         net = build(model)
-        vocab = net.config.vocab_size
         for batch in (int(b) for b in args.batches.split(",")):
-            prompts = torch.randint(10, vocab - 10, (batch, args.input_tokens), device=DEVICE)
-            generate(net, prompts, 8)  # warm-up
-            ttft = min(generate(net, prompts, 1) for _ in range(2))
-            sampler.samples, sampler.active = [], True
-            times = [generate(net, prompts, args.output_tokens) for _ in range(args.repeats)]
-            sampler.active = False
-            run = sum(times) / len(times)
-            power = sum(sampler.samples) / len(sampler.samples)
-            itl = (run - ttft) / (args.output_tokens - 1)
-            throughput = batch * args.output_tokens / run
-            rows.append(
-                {
-                    "gpu": name,
-                    "model": model,
-                    "scenario": "offline",
-                    "request_rate_rps": "",
-                    "batch_size": batch,
-                    "input_tokens": args.input_tokens,
-                    "output_tokens": args.output_tokens,
-                    "engine": "hf",
-                    "dtype": "bfloat16",
-                    "num_gpus": 1,
-                    "mean_power_w": round(power, 2),
-                    "itl_s": round(itl, 6),
-                    "itl_kind": "(run - ttft) / (output_tokens - 1), static batch",
-                    "ttft_s": round(ttft, 5),
-                    "throughput_tok_s": round(throughput, 2),
-                    "energy_per_token_j": round(power / throughput, 5),
-                    "source": "measured: bench/measure_gpu.py, HF transformers generate, "
-                    f"random weights, torch {torch.__version__}, "
-                    f"{len(sampler.samples)} NVML samples",
-                    "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                }
-            )
-            print(
-                f"{model} bs={batch}: {power:.0f} W, ITL {itl * 1e3:.2f} ms, "
-                f"TTFT {ttft * 1e3:.0f} ms, {throughput:.0f} tok/s",
-                flush=True,
-            )
-            with open(args.output, "w", newline="") as handle_out:
-                writer = csv.DictWriter(handle_out, fieldnames=fields)
-                writer.writeheader()
-                writer.writerows(rows)
+            rows.append(measure(net, model, batch, args, sampler, name))
+            write_rows(args.output, rows)  # after each, so a crash keeps what was measured
         del net
         torch.cuda.empty_cache()
     sampler.stop_flag = True

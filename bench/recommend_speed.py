@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,6 +70,34 @@ def summary(times: list[float]) -> str:
     )
 
 
+def load_predictor(
+    alias: str, catalog: Catalog
+) -> tuple[Settings, Any, str, tempfile.TemporaryDirectory | None, float]:
+    """The registry's models under ``alias``, or a small one trained in a temporary store.
+
+    Returns:
+        The settings, the predictor, where it came from, the temporary folder (or None) and
+        the seconds loading the models took.
+
+    """
+    settings = load_settings()
+    source = f"registry at {settings.tracking_uri}"
+    folder = None
+    start = time.perf_counter()
+    try:
+        if "MLFLOW_TRACKING_URI" not in os.environ:
+            raise ModelNotFound("no MLFLOW_TRACKING_URI")
+        predictor = rec.model_predictor(settings, alias)
+    except ModelNotFound:
+        folder = tempfile.TemporaryDirectory()
+        print("training a small model in a temporary store (about a minute) ...", file=sys.stderr)
+        settings = train_store(Path(folder.name), catalog)
+        source = "a model trained on generated rows of 4 GPUs (1 trial) in a temporary store"
+        start = time.perf_counter()
+        predictor = rec.model_predictor(settings, alias)
+    return settings, predictor, source, folder, time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -77,44 +106,15 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
-    settings = load_settings()
-    source = f"registry at {settings.tracking_uri}"
-    folder = None
-    start = time.perf_counter()
-    try:
-        if "MLFLOW_TRACKING_URI" not in os.environ:
-            raise ModelNotFound("no MLFLOW_TRACKING_URI")
-        predictor = rec.model_predictor(settings, args.alias)
-    except ModelNotFound:
-        folder = tempfile.TemporaryDirectory()
-        print("training a small model in a temporary store (about a minute) ...", file=sys.stderr)
-        settings = train_store(Path(folder.name), catalog)
-        source = "a model trained on generated rows of 4 GPUs (1 trial) in a temporary store"
-        start = time.perf_counter()
-        predictor = rec.model_predictor(settings, args.alias)
-    load_s = time.perf_counter() - start
-
-    def constant() -> pd.DataFrame:
-        return rec.recommend(
-            args.model,
-            requests_per_day=30000,
-            itl_slo_ms=80,
-            settings=settings,
-            catalog=catalog,
-            predictor=predictor,
-        )
-
+    settings, predictor, source, folder, load_s = load_predictor(args.alias, catalog)
+    common = {"itl_slo_ms": 80, "settings": settings, "catalog": catalog, "predictor": predictor}
     hours = pd.DataFrame({"hour": range(24), "rate": np.linspace(0.1, 2.4, 24)})
 
+    def constant() -> pd.DataFrame:
+        return rec.recommend(args.model, requests_per_day=30000, **common)
+
     def profile() -> pd.DataFrame:
-        return rec.recommend(
-            args.model,
-            load_profile=hours,
-            itl_slo_ms=80,
-            settings=settings,
-            catalog=catalog,
-            predictor=predictor,
-        )
+        return rec.recommend(args.model, load_profile=hours, **common)
 
     table = constant()
     considered, ranked = len(table), int(table["rank"].notna().sum())

@@ -218,6 +218,54 @@ def measure_in_process(model_uri: str, args: argparse.Namespace) -> list[tuple]:
     return out
 
 
+def measure_floor(
+    trivial: Path, env: dict[str, str], root: Path, body: dict[str, tuple[str, int]], requests: int
+) -> tuple:
+    """Single-row latency of a trivial pyfunc behind ``mlflow models serve``: the floor."""
+    floor_cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(trivial)]
+    floor_cmd += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
+    process, url = start(floor_cmd, env, root / "trivial.log")
+    try:
+        with httpx.Client(timeout=60) as client:
+            for _ in range(20):
+                timed_post(client, url, body["one"][0])
+        values, wall = latencies(url, body["one"][0], requests, 1)
+        return row("floor: trivial pyfunc, `mlflow models serve`, single row", values, wall, 1)
+    finally:
+        stop(process)
+
+
+def measure_two_workers(
+    env: dict[str, str], root: Path, body: dict[str, tuple[str, int]], args: argparse.Namespace
+) -> tuple:
+    """Single-row latency under ``CLIENTS`` concurrent clients of ``wattgpu serve --workers 2``."""
+    process, url = start(serve_command(args.target, args.alias, 2), env, root / "two.log")
+    try:
+        with httpx.Client(timeout=60) as client:
+            for _ in range(40):
+                timed_post(client, url, body["one"][0])
+        values, wall = latencies(url, body["one"][0], args.requests * 2, CLIENTS)
+        label = f"model, `wattgpu serve --workers 2`, single row, {CLIENTS} clients"
+        return row(label, values, wall, 1)
+    finally:
+        stop(process)
+
+
+def print_report(rows: list[tuple], model_uri: str) -> None:
+    """The benchmark's Markdown report: the set-up, then one table row per load."""
+    print("# Serving benchmark\n")
+    print(f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
+    print(f"- machine: {machine()}")
+    print(f"- command: python bench/serving.py {' '.join(sys.argv[1:])}".rstrip())
+    print(f"- model: {model_uri}\n")
+    print("| load | requests | p50 ms | p99 ms | throughput |")
+    print("|---|---|---|---|---|")
+    for label, count, p50, p99, rate in rows:
+        print(f"| {label} | {count} | {p50:.1f} | {p99:.1f} | {rate} |")
+    floor, served = rows[0][2], rows[1][2]
+    print(f"\nsingle row through the server: {served - floor:+.1f} ms against the trivial pyfunc")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -242,48 +290,15 @@ def main() -> None:
         trivial = root / "trivial"
         mlflow.pyfunc.save_model(str(trivial), python_model=Trivial())
         body = bodies()
-        rows = []
-        floor_cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(trivial)]
-        floor_cmd += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
-        process, url = start(floor_cmd, env, root / "trivial.log")
-        try:
-            with httpx.Client(timeout=60) as client:
-                for _ in range(20):
-                    timed_post(client, url, body["one"][0])
-            values, wall = latencies(url, body["one"][0], args.requests, 1)
-            rows.append(
-                row("floor: trivial pyfunc, `mlflow models serve`, single row", values, wall, 1)
-            )
-        finally:
-            stop(process)
+        rows = [measure_floor(trivial, env, root, body, args.requests)]
         process, url = start(serve_command(args.target, args.alias, 1), env, root / "one.log")
         try:
             rows += measure_served(url, body, args)
         finally:
             stop(process)
         rows += measure_in_process(model_uri, args)
-        process, url = start(serve_command(args.target, args.alias, 2), env, root / "two.log")
-        try:
-            with httpx.Client(timeout=60) as client:
-                for _ in range(40):
-                    timed_post(client, url, body["one"][0])
-            values, wall = latencies(url, body["one"][0], args.requests * 2, CLIENTS)
-            label = f"model, `wattgpu serve --workers 2`, single row, {CLIENTS} clients"
-            rows.append(row(label, values, wall, 1))
-        finally:
-            stop(process)
-
-    print("# Serving benchmark\n")
-    print(f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
-    print(f"- machine: {machine()}")
-    print(f"- command: python bench/serving.py {' '.join(sys.argv[1:])}".rstrip())
-    print(f"- model: {model_uri}\n")
-    print("| load | requests | p50 ms | p99 ms | throughput |")
-    print("|---|---|---|---|---|")
-    for label, count, p50, p99, rate in rows:
-        print(f"| {label} | {count} | {p50:.1f} | {p99:.1f} | {rate} |")
-    floor, served = rows[0][2], rows[1][2]
-    print(f"\nsingle row through the server: {served - floor:+.1f} ms against the trivial pyfunc")
+        rows.append(measure_two_workers(env, root, body, args))
+    print_report(rows, model_uri)
 
 
 if __name__ == "__main__":

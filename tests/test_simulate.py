@@ -9,7 +9,7 @@ from conftest import gpu_row, llm_row
 from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError
 from wattgpu.modeling.features import build_features
-from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants, predict
+from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants, serving_model
 from wattgpu.modeling.simulate import MEASUREMENT_COLUMNS, calibrate, fidelity, simulate
 
 # Round numbers for the hand computations: memory 50 %, compute 50 %, 1 ms per step,
@@ -68,7 +68,7 @@ def test_offline_step_time_and_power_by_hand(round_catalog):
     rows = features(round_catalog, scenario="offline", batch_size=10)
     # KV bytes per token: 2 (K, V) x 1 head x 128 x 2 bytes x 8 layers = 4,096 B
     assert rows["kv_bytes_per_token"].iloc[0] == 4096
-    out = predict(rows, ROUND).iloc[0]
+    out = serving_model(rows, ROUND).iloc[0]
     # achieved bandwidth 0.5 x 1e12 = 5e11 B/s, achieved compute 0.5 x 1e14 = 5e13 FLOP/s
     # weights 2e9 B / 5e11 = 4 ms; KV of 10 seqs x (1000 + 500/2) tokens x 4096 B = 51.2 MB
     #   / 5e11 = 0.1024 ms -> t_mem = 4.1024 ms
@@ -88,7 +88,7 @@ def test_offline_step_time_and_power_by_hand(round_catalog):
 
 def test_server_littles_law_fixed_point_by_hand(round_catalog):
     rows = features(round_catalog, scenario="server", request_rate_rps=1.0)
-    out = predict(rows, ROUND).iloc[0]
+    out = serving_model(rows, ROUND).iloc[0]
     # prefill share = 1 req/s x 40 ms = 0.04; k = 1 x 500 / 0.96 = 520.83
     # memory line: a = 1 + 4 = 5 ms, b = 0.1 ms + 10.24 us = 0.11024 ms
     #   N = k (a + b) / (1 - k b) = 2.66158 / 0.942583 = 2.82371
@@ -119,7 +119,7 @@ def test_higher_bandwidth_gives_lower_itl(catalog, scenario):
         load = {"request_rate_rps": [0.1, 1.0, 4.0, 30.0], "batch_size": [1.0, 8.0, 64.0, 256.0]}
         base = grid(catalog, "NVIDIA A100 SXM4 80GB", model, scenario=scenario, **load)
         itl = [
-            predict(base.assign(gpu_memory_bandwidth_gb_s=bw), DEFAULT_CONSTANTS)[
+            serving_model(base.assign(gpu_memory_bandwidth_gb_s=bw), DEFAULT_CONSTANTS)[
                 "itl_s"
             ].to_numpy()
             for bw in (500.0, 1000.0, 2000.0, 4000.0)
@@ -132,7 +132,7 @@ def test_higher_rate_gives_higher_power_never_above_tdp(catalog):
     for gpu in ("NVIDIA Tesla T4", "NVIDIA L40S", "NVIDIA H100 SXM5", "NVIDIA B200"):
         for model in ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct"):
             rows = grid(catalog, gpu, model, scenario="server", request_rate_rps=rates)
-            out = predict(rows)
+            out = serving_model(rows)
             power = out["power_w"].to_numpy()
             assert (np.diff(power) >= -1e-9).all()
             assert power[-1] > power[0]
@@ -186,7 +186,7 @@ def test_any_row_gets_finite_positive_values(catalog):
         ),  # fmt: skip
         catalog,
     )
-    out = predict(rows)
+    out = serving_model(rows)
     values = out[["power_w", "itl_s", "concurrency"]].to_numpy()
     assert np.isfinite(values).all()
     assert (out[["power_w", "itl_s"]].to_numpy() > 0).all()
@@ -197,7 +197,7 @@ def test_predict_does_not_change_its_input(catalog):
     rows = grid(catalog, "NVIDIA H100 SXM5", "meta-llama/Llama-3.1-8B", scenario="server",
                 request_rate_rps=[1.0, 2.0])  # fmt: skip
     before = rows.copy()
-    predict(rows)
+    serving_model(rows)
     pd.testing.assert_frame_equal(rows, before)
 
 
@@ -248,7 +248,7 @@ def test_simulate_is_deterministic_for_a_seed(catalog, generated):
 
 def test_noise_is_small_and_centred(catalog, generated):
     rows = build_features(generated, catalog)
-    truth = predict(rows)
+    truth = serving_model(rows)
     power_ratio = np.log(generated["mean_power_w"] / truth["power_w"])
     itl_ratio = np.log(generated["itl_s"] / truth["itl_s"])
     assert abs(np.median(itl_ratio)) < 0.01 and 0.04 < itl_ratio.std() < 0.06
@@ -276,7 +276,7 @@ def test_calibrate_recovers_a_model_that_generated_its_rows(catalog, generated):
     truth = replace(
         DEFAULT_CONSTANTS, memory_efficiency=0.6, step_overhead_s=0.004, server_power_factor=0.8
     )
-    exact = predict(rows, truth)
+    exact = serving_model(rows, truth)
     rows = rows.assign(mean_power_w=exact["power_w"], itl_s=exact["itl_s"])
     fitted, report = calibrate(rows)
     overall = report[report["data_set"] == "all"].set_index("target")["mdape_pct"]

@@ -1,6 +1,11 @@
-"""The tuning job: validate -> features -> Optuna study -> evaluation -> logged model.
+"""The tuning job in named steps: prepare -> validate_data -> search -> assess -> package.
 
-The CLI and the MLproject entry points call these functions; they hold no logic of their own.
+``tune`` runs them in order. ``prepare`` does everything a wrong setting can break before any
+run is opened or any work is done: it reaches the tracking store, reads the data, opens the
+Optuna storage and sweeps what killed jobs of the study left running. The other steps run inside
+the job's MLflow parent run, so that the validation report, the trials, the evaluation and the
+model are all logged there. The CLI and the MLproject entry points call these functions; they
+hold no logic of their own.
 """
 
 from __future__ import annotations
@@ -17,10 +22,9 @@ from tqdm import tqdm
 
 from wattgpu import __version__
 from wattgpu.config import Settings
-from wattgpu.data import validation
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
-from wattgpu.errors import DataError, StudyComplete, ValidationFailed
+from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
 from wattgpu.lifecycle import plots, pyfunc, tracking, tuning, workers
 from wattgpu.modeling import models
 from wattgpu.modeling.card import ModelCard
@@ -59,6 +63,34 @@ class TuneResult:
     n_rows: int
 
 
+@dataclass(frozen=True)
+class Job:
+    """A prepared tuning job: its data, where its study lives, and the open study."""
+
+    target: str
+    data: TrainingData
+    storage: str
+    study_name: str
+    study: Any  # an optuna.Study (lifecycle.tuning is the only module that imports Optuna)
+    worker: str
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """How the tuned hyperparameters fare on data they were not fitted on.
+
+    Attributes:
+        table: the evaluation table (``evaluation.TABLE_COLUMNS``) of every split and scenario.
+        oof: the out-of-fold predictions per split.
+        held_out: interval coverage and width on held-out GPUs (``interval_figures``).
+
+    """
+
+    table: pd.DataFrame
+    oof: dict[str, pd.DataFrame]
+    held_out: dict[str, float]
+
+
 def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData:
     """Read the catalogues and the measurement files (default: the shipped ones)."""
     catalog = Catalog.load(settings.gpus_csv, settings.llms_csv)
@@ -72,6 +104,10 @@ def validate(
     settings: Settings, data: TrainingData, docs_dir: Path | None
 ) -> tuple[bool, str, list[Any]]:
     """Run the three Great Expectations suites; return (success, full report, reports)."""
+    # Imported here: Great Expectations takes seconds to import, and a job with a wrong setting
+    # must fail before that (``prepare``).
+    from wattgpu.data import validation
+
     reports = validation.validate_all(
         settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir
     )
@@ -97,50 +133,6 @@ def training_rows(target: str, data: TrainingData) -> pd.DataFrame:
     return rows
 
 
-def _metrics_from_table(table: pd.DataFrame) -> dict[str, float]:
-    metrics = {}
-    for record in table.to_dict("records"):
-        prefix = "" if record["method"] == "catboost" else "baseline_"
-        for name in ("mdape", "pearson_r", "gpu_tau", "llm_tau"):
-            metrics[f"{prefix}{record['split']}_{record['scenario']}_{name}"] = record[name]
-    return metrics
-
-
-def _redact(url: str) -> str:
-    """Hide a password in a database URL before logging it."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        credentials, host = rest.rsplit("@", 1)
-        return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
-    return url
-
-
-def _sweep_and_check(
-    target: str,
-    storage: str,
-    study_name: str,
-    trials: int,
-    seed: int,
-    notify: Callable[[str], None],
-) -> None:
-    """Sweep what killed jobs of this study left running; refuse when the study is complete."""
-    study = tuning.open_study(storage, study_name, seed)
-    failed = tuning.fail_dead_trials(study, workers.is_dead)
-    for run_id in tracking.kill_dead_runs(target, study_name, workers.is_dead):
-        notify(f"run {run_id} of a killed {target} tuning job marked KILLED")
-    if failed:
-        numbers = ", ".join(str(n) for n in failed)
-        notify(
-            f"trial(s) {numbers} of study {study_name!r}, left running by a killed job, marked FAIL"
-        )
-    done = tuning.completed_trials(study)
-    if done >= trials:
-        raise StudyComplete(
-            f"study {study_name!r} already holds {done} complete trial(s), --trials is {trials}: "
-            f"nothing to tune and no run logged (raise --trials to tune further)"
-        )
-
-
 def tune(
     settings: Settings,
     target: str,
@@ -161,149 +153,297 @@ def tune(
     its parent run is marked KILLED and its unfinished trials FAIL.
 
     Raises:
+        ConfigError: the tracking store or the Optuna storage cannot be reached, or ``trials``
+            is below 1; nothing was run or logged.
         StudyComplete: the study already holds ``trials`` complete trials; nothing is logged.
         ValidationFailed: the data broke an expectation; the run is logged as FAILED with the
             report, and no model is logged.
 
     """
+    job = prepare(
+        settings,
+        target,
+        data_paths=data_paths,
+        storage=storage,
+        study_name=study_name,
+        trials=trials,
+        seed=seed,
+        notify=notify or (lambda _line: None),
+    )
+    with tracking.parent_run(target, f"tune-{target}", job_tags(job, launcher_run_id)) as run_id:
+        log_job(job, trials=trials, timeout=timeout, seed=seed)
+        rows = validate_data(settings, job, run_id)
+        study = search(job, rows, trials=trials, timeout=timeout, seed=seed, progress=show_progress)
+        params = tuning.best_params(study)
+        assessment = assess(target, rows, params, seed=seed, progress=show_progress)
+        log_assessment(target, assessment)
+        package(job, rows, params, assessment, best_value=float(study.best_value), seed=seed)
+    if launcher_run_id:
+        tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
+    return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
+
+
+def prepare(
+    settings: Settings,
+    target: str,
+    *,
+    data_paths: list[Path] | None,
+    storage: str | None,
+    study_name: str | None,
+    trials: int,
+    seed: int,
+    notify: Callable[[str], None],
+) -> Job:
+    """Check what a job needs and open its study, before any run is opened or work is done.
+
+    In order: the arguments, the tracking server (one that does not answer fails at once), the
+    data files, the Optuna storage; then the tracking store is opened to sweep what killed jobs
+    of the study left running. Until the storage is open, nothing is written anywhere.
+
+    Raises:
+        ConfigError: a bad target or trial count, an unreachable tracking store or storage.
+        StudyComplete: the study already holds ``trials`` complete trials.
+
+    """
     check_target(target)
+    if trials < 1:
+        raise ConfigError(f"trials must be at least 1; got {trials}")
+    tracking.configure(settings.tracking_uri)
+    tracking.check_reachable(target)
     data = load_data(settings, data_paths)
     storage = storage or settings.optuna_storage
     study_name = study_name or f"wattgpu-{target}-{data.data_hash[:10]}"
-    tracking.configure(settings.tracking_uri)
-    _sweep_and_check(target, storage, study_name, trials, seed, notify or (lambda _line: None))
-    worker = workers.identity()
+    study = tuning.open_study(storage, study_name, seed)
+    _sweep(target, study, study_name, notify)
+    done = tuning.completed_trials(study)
+    if done >= trials:
+        raise StudyComplete(
+            f"study {study_name!r} already holds {done} complete trial(s), --trials is {trials}: "
+            f"nothing to tune and no run logged (raise --trials to tune further)"
+        )
+    return Job(target, data, storage, study_name, study, workers.identity())
+
+
+def _sweep(target: str, study: Any, study_name: str, notify: Callable[[str], None]) -> None:
+    """Mark KILLED the runs, and FAIL the trials, that killed jobs of this study left running."""
+    failed = tuning.fail_dead_trials(study, workers.is_dead)
+    for run_id in tracking.kill_dead_runs(target, study_name, workers.is_dead):
+        notify(f"run {run_id} of a killed {target} tuning job marked KILLED")
+    if failed:
+        numbers = ", ".join(str(n) for n in failed)
+        notify(
+            f"trial(s) {numbers} of study {study_name!r}, left running by a killed job, marked FAIL"
+        )
+
+
+def job_tags(job: Job, launcher_run_id: str | None) -> dict[str, str]:
+    """The parent run's tags: what it is, on which data and study, and which worker runs it."""
     tags = {
         "wattgpu.kind": "tuning",
-        "wattgpu.target": target,
-        "wattgpu.data_hash": data.data_hash,
-        "wattgpu.study": study_name,
-        "wattgpu.worker": worker,
+        "wattgpu.target": job.target,
+        "wattgpu.data_hash": job.data.data_hash,
+        "wattgpu.study": job.study_name,
+        "wattgpu.worker": job.worker,
     }
     if launcher_run_id:
         tags["wattgpu.launcher_run_id"] = launcher_run_id
-    with tracking.parent_run(target, f"tune-{target}", tags) as run_id:
-        tracking.log_params(
-            {
-                "target": target,
-                "trials": trials,
-                "timeout": timeout,
-                "seed": seed,
-                "study_name": study_name,
-                "storage": _redact(storage),
-                "data_files": ",".join(str(f) for f in data.files),
-                "data_hash": data.data_hash,
-                "objective": "LOGO MdAPE (%)",
-                "features": ",".join(FEATURE_COLUMNS),
-            }
-        )
-        tracking.log_metrics(
-            {
-                "rows_measurements": len(data.measurements),
-                "rows_gpus": len(data.catalog.gpus),
-                "rows_llms": len(data.catalog.llms),
-            }
-        )
-        with tempfile.TemporaryDirectory() as docs:
-            ok, report, reports = validate(settings, data, Path(docs))
-            tracking.log_text(report, "validation/report.txt")
-            tracking.log_directory(Path(docs), "validation/data_docs")
-        tracking.set_tags({"wattgpu.validation": "passed" if ok else "failed"})
-        if not ok:
-            try:
-                validation.raise_on_failure(reports)
-            except ValidationFailed as exc:
-                raise ValidationFailed(
-                    f"{exc}; nothing was trained (report logged to run {run_id}; "
-                    f"`wattgpu validate` shows every failure)"
-                ) from None
+    return tags
 
-        rows = training_rows(target, data)
-        tracking.log_metrics(
-            {
-                "rows_train": len(rows),
-                "gpus_train": rows["gpu"].nunique(),
-                "llms_train": rows["model"].nunique(),
-            }
-        )
 
-        bar = tqdm(total=trials, desc=f"tune {target}", unit="trial", disable=not show_progress)
-        study = tuning.run_study(
-            target,
-            rows,
-            trials=trials,
-            timeout=timeout,
-            storage=storage,
-            study_name=study_name,
-            seed=seed,
-            log_trial=tracking.log_trial,
-            on_trial_done=lambda: bar.update(1),
-            worker=worker,
-        )
-        bar.close()
-        params = tuning.best_params(study)
-        tracking.log_params({f"best_{k}": v for k, v in params.items()})
-        tracking.log_metrics(
-            {
-                "best_LOGO_mdape": study.best_value,
-                "trials_completed": tuning.completed_trials(study),
-            }
-        )
+def log_job(job: Job, *, trials: int, timeout: float | None, seed: int) -> None:
+    """Log the job's settings and the size of its data to the active run."""
+    data = job.data
+    tracking.log_params(
+        {
+            "target": job.target,
+            "trials": trials,
+            "timeout": timeout,
+            "seed": seed,
+            "study_name": job.study_name,
+            "storage": _redact(job.storage),
+            "data_files": ",".join(str(f) for f in data.files),
+            "data_hash": data.data_hash,
+            "objective": "LOGO MdAPE (%)",
+            "features": ",".join(FEATURE_COLUMNS),
+        }
+    )
+    tracking.log_metrics(
+        {
+            "rows_measurements": len(data.measurements),
+            "rows_gpus": len(data.catalog.gpus),
+            "rows_llms": len(data.catalog.llms),
+        }
+    )
 
-        eval_bar = tqdm(
-            total=len(SPLITS), desc=f"evaluate {target}", unit="split", disable=not show_progress
-        )
-        table, oof = evaluate(target, rows, params, seed=seed, progress=lambda: eval_bar.update(1))
-        eval_bar.close()
-        tracking.log_frame(table, tracking.EVALUATION_CSV)
-        tracking.log_text(to_markdown(table), "evaluation/evaluation.md")
-        tracking.log_metrics(_metrics_from_table(table))
-        for split, predictions in oof.items():
-            tracking.log_frame(predictions, f"evaluation/oof_{split}.csv")
 
-        model = models.fit(target, rows, params, seed=seed)
-        importance = model.feature_importance()
-        for artifact, fig in (
-            (
-                "plots/predicted_vs_measured_LOGO.png",
-                plots.predicted_vs_measured(oof["LOGO"], target, "LOGO"),
-            ),
-            ("plots/gpu_ranking_LOGO.png", plots.gpu_ranking(oof["LOGO"], target)),
-            (
-                "plots/feature_importance.png",
-                plots.feature_importance(list(importance.index), importance.to_numpy()),
-            ),
-        ):
-            tracking.log_figure(fig, artifact)
-            plots.close(fig)
-        logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
-        without = difficulty_without(target)
-        gpus = rows["gpu"].to_numpy()
-        bounds = fit_interval(target, rows, oof["LOGO"], without, gpus, seed=seed)
-        held_out = interval_figures(
-            oof["LOGO"]["true"],
-            oof["LOGO"]["pred"],
-            *held_out_intervals(target, rows, oof["LOGO"], without, gpus, seed=seed),
-        )
-        card = ModelCard(
-            target=target,
-            domain=training_domain(rows),
-            params=params,
-            data_hash=data.data_hash,
-            logo_mdape=float(study.best_value),
-            logo_mdape_by_scenario=dict(
-                zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
-            ),
-            interval_coverage_nominal=COVERAGE,
-            interval_coverage_held_out_gpu=held_out["interval_coverage"],
-            interval_width_held_out_gpu=held_out["interval_width"],
-            wattgpu_version=__version__,
-        )
-        tracking.log_metrics({f"{k}_held_out_gpu": v for k, v in held_out.items()})
-        tracking.log_dict(card.to_dict(), "model_metadata.json")
-        uri = pyfunc.log_pyfunc(model, bounds, data.catalog, card)
-        tracking.set_tags({"wattgpu.model_uri": uri})
-        tracking.set_tags({"wattgpu.machine": platform.platform()})
-    if launcher_run_id:
-        tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
-    return TuneResult(run_id, table, params, float(study.best_value), len(rows))
+def validate_data(settings: Settings, job: Job, run_id: str) -> pd.DataFrame:
+    """Validate the data (report logged to the active run); return the target's training rows.
+
+    Raises:
+        ValidationFailed: the data broke an expectation; nothing is trained.
+
+    """
+    with tempfile.TemporaryDirectory() as docs:
+        ok, report, reports = validate(settings, job.data, Path(docs))
+        tracking.log_text(report, "validation/report.txt")
+        tracking.log_directory(Path(docs), "validation/data_docs")
+    tracking.set_tags({"wattgpu.validation": "passed" if ok else "failed"})
+    if not ok:
+        from wattgpu.data import validation  # imported by ``validate`` already
+
+        try:
+            validation.raise_on_failure(reports)
+        except ValidationFailed as exc:
+            raise ValidationFailed(
+                f"{exc}; nothing was trained (report logged to run {run_id}; "
+                f"`wattgpu validate` shows every failure)"
+            ) from None
+    rows = training_rows(job.target, job.data)
+    tracking.log_metrics(
+        {
+            "rows_train": len(rows),
+            "gpus_train": rows["gpu"].nunique(),
+            "llms_train": rows["model"].nunique(),
+        }
+    )
+    return rows
+
+
+def search(
+    job: Job, rows: pd.DataFrame, *, trials: int, timeout: float | None, seed: int, progress: bool
+) -> Any:
+    """Run the Optuna study, each trial a nested run; log and return the study."""
+    bar = tqdm(total=trials, desc=f"tune {job.target}", unit="trial", disable=not progress)
+    study = tuning.run_study(
+        job.study,
+        job.target,
+        rows,
+        trials=trials,
+        timeout=timeout,
+        seed=seed,
+        log_trial=tracking.log_trial,
+        on_trial_done=lambda: bar.update(1),
+        worker=job.worker,
+    )
+    bar.close()
+    tracking.log_params({f"best_{k}": v for k, v in tuning.best_params(study).items()})
+    tracking.log_metrics(
+        {
+            "best_LOGO_mdape": study.best_value,
+            "trials_completed": tuning.completed_trials(study),
+        }
+    )
+    return study
+
+
+def assess(
+    target: str, rows: pd.DataFrame, params: dict[str, Any], *, seed: int, progress: bool
+) -> Assessment:
+    """Evaluate ``params`` on every split, and the intervals on held-out GPUs (nothing logged)."""
+    bar = tqdm(total=len(SPLITS), desc=f"evaluate {target}", unit="split", disable=not progress)
+    table, oof = evaluate(target, rows, params, seed=seed, progress=lambda: bar.update(1))
+    bar.close()
+    logo = oof["LOGO"]
+    lower, upper = held_out_intervals(
+        target, rows, logo, difficulty_without(target), rows["gpu"].to_numpy(), seed=seed
+    )
+    held_out = interval_figures(logo["true"], logo["pred"], lower, upper)
+    return Assessment(table, oof, {f"{k}_held_out_gpu": v for k, v in held_out.items()})
+
+
+def log_assessment(target: str, assessment: Assessment) -> None:
+    """Log the evaluation table, its metrics, the out-of-fold predictions and their plots."""
+    table, oof = assessment.table, assessment.oof
+    tracking.log_frame(table, tracking.EVALUATION_CSV)
+    tracking.log_text(to_markdown(table), "evaluation/evaluation.md")
+    tracking.log_metrics(_metrics_from_table(table))
+    for split, predictions in oof.items():
+        tracking.log_frame(predictions, f"evaluation/oof_{split}.csv")
+    tracking.log_metrics(assessment.held_out)
+    _log_figure(
+        plots.predicted_vs_measured(oof["LOGO"], target, "LOGO"),
+        "plots/predicted_vs_measured_LOGO.png",
+    )
+    _log_figure(plots.gpu_ranking(oof["LOGO"], target), "plots/gpu_ranking_LOGO.png")
+
+
+def package(
+    job: Job,
+    rows: pd.DataFrame,
+    params: dict[str, Any],
+    assessment: Assessment,
+    *,
+    best_value: float,
+    seed: int,
+) -> str:
+    """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI."""
+    target = job.target
+    model = models.fit(target, rows, params, seed=seed)
+    importance = model.feature_importance()
+    _log_figure(
+        plots.feature_importance(list(importance.index), importance.to_numpy()),
+        "plots/feature_importance.png",
+    )
+    bounds = fit_interval(
+        target,
+        rows,
+        assessment.oof["LOGO"],
+        difficulty_without(target),
+        rows["gpu"].to_numpy(),
+        seed=seed,
+    )
+    card = model_card(job, rows, params, assessment, best_value)
+    tracking.log_dict(card.to_dict(), "model_metadata.json")
+    uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
+    tracking.set_tags({"wattgpu.model_uri": uri})
+    tracking.set_tags({"wattgpu.machine": platform.platform()})
+    return uri
+
+
+def model_card(
+    job: Job,
+    rows: pd.DataFrame,
+    params: dict[str, Any],
+    assessment: Assessment,
+    best_value: float,
+) -> ModelCard:
+    """What the served model carries about itself (``model_metadata.json`` and the pyfunc)."""
+    table = assessment.table
+    logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
+    return ModelCard(
+        target=job.target,
+        domain=training_domain(rows),
+        params=params,
+        data_hash=job.data.data_hash,
+        logo_mdape=float(best_value),
+        logo_mdape_by_scenario=dict(
+            zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
+        ),
+        interval_coverage_nominal=COVERAGE,
+        interval_coverage_held_out_gpu=assessment.held_out["interval_coverage_held_out_gpu"],
+        interval_width_held_out_gpu=assessment.held_out["interval_width_held_out_gpu"],
+        wattgpu_version=__version__,
+    )
+
+
+def _log_figure(figure: Any, artifact_file: str) -> None:
+    tracking.log_figure(figure, artifact_file)
+    plots.close(figure)
+
+
+def _metrics_from_table(table: pd.DataFrame) -> dict[str, float]:
+    metrics = {}
+    for record in table.to_dict("records"):
+        prefix = "" if record["method"] == "catboost" else "baseline_"
+        for name in ("mdape", "pearson_r", "gpu_tau", "llm_tau"):
+            metrics[f"{prefix}{record['split']}_{record['scenario']}_{name}"] = record[name]
+    return metrics
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a database URL before logging it."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        credentials, host = rest.rsplit("@", 1)
+        return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
+    return url

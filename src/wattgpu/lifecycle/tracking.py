@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time
@@ -14,6 +15,8 @@ from typing import Any
 import mlflow
 import pandas as pd
 from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import get_default_host_creds
+from mlflow.utils.rest_utils import http_request
 
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle.workers import HEARTBEAT_S
@@ -27,6 +30,47 @@ def configure(tracking_uri: str) -> None:
     """Point MLflow at ``tracking_uri`` and keep it from writing telemetry under ``~/.config``."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     mlflow.set_tracking_uri(tracking_uri)
+
+
+# How long a tracking server may take to answer the first request of a job.
+PROBE_TIMEOUT_S = 10.0
+
+
+def check_reachable(target: str) -> None:
+    """Fail at once when the tracking server does not answer (a store that is no server: no-op).
+
+    The server is asked once, without the retries that MLflow's own client makes for minutes
+    when nothing answers; any answer, even an error status, shows it is there. Nothing is
+    written: a store is opened (and an SQLite one created) by the job's first real request.
+
+    Raises:
+        ConfigError: the server does not answer.
+
+    """
+    uri = mlflow.get_tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        http_request(
+            get_default_host_creds(uri),
+            "/api/2.0/mlflow/experiments/get-by-name",
+            "GET",
+            max_retries=0,
+            timeout=PROBE_TIMEOUT_S,
+            raise_on_status=False,
+            params={"experiment_name": EXPERIMENTS[target]},
+        )
+    except mlflow.exceptions.MlflowException as exc:
+        raise ConfigError(
+            f"cannot reach the MLflow tracking server {uri!r} (is it running? "
+            f"MLFLOW_TRACKING_URI says where it is): {_reason(exc.message)}"
+        ) from None
+
+
+def _reason(message: str) -> str:
+    """The last cause of a network error (e.g. "[Errno 111] Connection refused"), on one line."""
+    found = re.findall(r"\[Errno -?\d+\] [^'\")]+", message)
+    return found[-1] if found else message.splitlines()[0]
 
 
 def experiment_id(target: str) -> str:

@@ -6,7 +6,6 @@ what WattGPU is for. Studies live in any SQLAlchemy storage and resume where the
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,16 +13,12 @@ from typing import Any
 import numpy as np
 import optuna
 import pandas as pd
-from joblib import Parallel, delayed
-from sklearn.model_selection import GroupKFold
 
 from wattgpu.errors import ConfigError
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
 from wattgpu.modeling import models
-from wattgpu.modeling.evaluation import FOLD_BACKEND, out_of_fold, score
+from wattgpu.modeling.evaluation import Tuner, out_of_fold, score
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
-from wattgpu.modeling.targets import MEASURED_COLUMN
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 WORKER_ATTR = "wattgpu.worker"
@@ -134,26 +129,29 @@ def make_objective(
 
 
 def run_study(
+    study: optuna.Study,
     target: str,
     frame: pd.DataFrame,
     *,
     trials: int,
     timeout: float | None,
-    storage: str,
-    study_name: str,
     seed: int = 0,
     split: str = "LOGO",
     log_trial: TrialLogger | None = None,
     on_trial_done: Callable[[], None] | None = None,
     worker: str = "",
 ) -> optuna.Study:
-    """Run the study until it holds ``trials`` completed trials (or ``timeout`` seconds pass).
+    """Run ``study`` (from ``open_study``) until it holds ``trials`` completed trials.
 
     ``trials`` is a total: a study resumed from its storage only runs the trials still missing.
+    It stops early once ``timeout`` seconds have passed.
+
+    Raises:
+        ConfigError: ``trials`` is below 1, or no trial finished.
+
     """
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
-    study = open_study(storage, study_name, seed)
     remaining = trials - completed_trials(study)
     if not study.trials:
         study.enqueue_trial(default_trial(), skip_if_exists=True)
@@ -172,13 +170,31 @@ def run_study(
             catch=(),
         )
     if completed_trials(study) == 0:
-        raise ConfigError(f"study {study_name!r} finished no trial (timeout {timeout}s too short?)")
+        raise ConfigError(
+            f"study {study.study_name!r} finished no trial (timeout {timeout}s too short?)"
+        )
     return study
 
 
 def best_params(study: optuna.Study) -> dict[str, Any]:
     """The best completed trial's hyperparameters."""
     return dict(study.best_trial.params)
+
+
+def tuner(target: str, *, trials: int, seed: int = 0) -> Tuner:
+    """The tuner ``wattgpu.modeling.evaluation.nested_out_of_fold`` asks for: ``tune_params``.
+
+    Raises:
+        ConfigError: ``trials`` is below 1.
+
+    """
+    if trials < 1:
+        raise ConfigError(f"trials must be at least 1; got {trials}")
+
+    def tune(rows: pd.DataFrame, split: str) -> dict[str, Any]:
+        return tune_params(target, rows, trials=trials, seed=seed, split=split)
+
+    return tune
 
 
 def tune_params(
@@ -196,128 +212,3 @@ def tune_params(
     study.enqueue_trial(default_trial())
     study.optimize(make_objective(target, frame, seed, split, None), n_trials=trials, catch=())
     return best_params(study)
-
-
-# LOLO has one fold per LLM (dozens): tuning once per fold would cost dozens of studies, so the
-# LLMs are cut into this many blocks and each block's LLMs share the hyperparameters tuned
-# without any of them.
-LOLO_TUNING_BLOCKS = 5
-# The inner objective of a nested evaluation: the same kind of held-out group as the outer split.
-INNER_SPLIT = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
-
-
-def nested_out_of_fold(
-    target: str,
-    frame: pd.DataFrame,
-    split: str,
-    *,
-    trials: int,
-    seed: int = 0,
-    tuning_split: str | None = None,
-    on_study_done: Callable[[], None] | None = None,
-    prepare: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]
-    | None = None,
-) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Out-of-fold predictions from models whose hyperparameters never saw the held-out group.
-
-    Each study's objective is ``tuning_split`` MdAPE, by default the kind of generalisation the
-    outer split measures (``INNER_SPLIT``: unseen GPUs for LOGO, unseen LLMs for LOLO).
-    CV and LOGO: every outer fold runs its own study (``tune_params``, objective ``tuning_split``
-    MdAPE) on its training rows only. LOLO: the LLMs are cut into ``LOLO_TUNING_BLOCKS`` blocks;
-    a study runs on the rows of the other blocks, and each LLM of the block is then predicted by a
-    model fitted on every row but its own with those parameters. So no held-out row, GPU or LLM
-    ever influences the hyperparameters of the model that predicts it.
-
-    ``prepare(train, test)``, when given, rewrites both sides of every study's rows and every
-    outer fold from the training side alone (``wattgpu.modeling.prior.refit_prior`` refits the
-    analytical prior so).
-
-    Returns:
-        The predictions (``gpu``, ``model``, ``scenario``, ``true``, ``pred``) and, per study,
-        the held-out groups and the chosen parameters.
-
-    """
-    pred = np.full(len(frame), np.nan)
-    folds = list(split_indices(frame, split, seed=seed))
-    if split == "LOLO":
-        llms = frame["model"].astype(str).to_numpy()
-        blocks = GroupKFold(
-            n_splits=min(LOLO_TUNING_BLOCKS, len(np.unique(llms))), shuffle=True, random_state=seed
-        )
-        studies = [
-            (tune_rows, np.unique(llms[held]))
-            for tune_rows, held in blocks.split(frame, groups=llms)
-        ]
-    else:
-        studies = [(train, None) for train, _ in folds]
-    chosen: list[dict[str, Any]] = []
-    fold_params: list[dict[str, Any] | None] = [None] * len(folds)
-    for number, (tune_rows, held_llms) in enumerate(studies):
-        rows = frame.iloc[tune_rows]
-        if prepare is not None:
-            rows, _ = prepare(rows, rows.iloc[:0])
-        inner = tuning_split or INNER_SPLIT[split]
-        column = {"LOGO": "gpu", "LOLO": "model", LLM_BLOCKS: "model"}.get(inner)
-        if column is not None and rows[column].nunique() < 2:
-            inner = "CV"
-        params = tune_params(target, rows, trials=trials, seed=seed, split=inner)
-        if held_llms is None:
-            fold_params[number] = params
-            held = (
-                sorted(set(frame["gpu"].iloc[folds[number][1]].astype(str)))
-                if split == "LOGO"
-                else [f"CV fold {number + 1}"]
-            )
-        else:
-            for index, (_, test) in enumerate(folds):
-                if frame["model"].iloc[test[0]] in held_llms:
-                    fold_params[index] = params
-            held = sorted(held_llms)
-        chosen.append({"split": split, "held_out": held, "tuned_on": inner, "params": params})
-        if on_study_done is not None:
-            on_study_done()
-    jobs = min(len(folds), os.cpu_count() or 1)
-    answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
-        delayed(_fit_predict)(
-            target, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
-        )
-        for (train, test), params in zip(folds, fold_params, strict=True)
-    )
-    for (_, test), answer in zip(folds, answers, strict=True):
-        pred[test] = answer
-    predictions = pd.DataFrame(
-        {
-            "gpu": frame["gpu"].to_numpy(),
-            "model": frame["model"].to_numpy(),
-            "scenario": frame["scenario"].to_numpy(),
-            "true": frame[MEASURED_COLUMN[target]].to_numpy(dtype=float),
-            "pred": pred,
-        }
-    )
-    return predictions, chosen
-
-
-def studies_needed(frame: pd.DataFrame, split: str) -> int:
-    """How many studies ``nested_out_of_fold`` runs for ``split`` (for a progress bar)."""
-    if split == "LOLO":
-        return min(LOLO_TUNING_BLOCKS, frame["model"].nunique())
-    return len(list(split_indices(frame, split)))
-
-
-def _prepared(
-    prepare: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]] | None,
-    train: pd.DataFrame,
-    test: pd.DataFrame,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return (train, test) if prepare is None else prepare(train, test)
-
-
-def _fit_predict(
-    target: str,
-    train: pd.DataFrame,
-    test: pd.DataFrame,
-    params: dict[str, Any] | None,
-    seed: int,
-) -> np.ndarray:
-    model = models.fit(target, train, {**(params or {}), "thread_count": 1}, seed=seed)
-    return models.predict(target, model, test)

@@ -1,24 +1,35 @@
-"""Out-of-fold predictions and the evaluation table (model next to its baseline)."""
+"""Out-of-fold predictions, plain and nested, and the evaluation table (model next to its baseline).
+
+Pure: the nested evaluation is handed its tuner, so this module never imports Optuna or MLflow.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+from sklearn.model_selection import GroupKFold
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling import models
 from wattgpu.modeling.baselines import BASELINES
 from wattgpu.modeling.metrics import summarise
-from wattgpu.modeling.splits import SPLITS, split_indices
+from wattgpu.modeling.splits import LLM_BLOCKS, SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
 
 # Threads, not worker processes: CatBoost fits release the GIL, so threads are as fast here, and
 # they die with the job. Process pools (joblib's loky) outlive a killed parent for minutes.
 FOLD_BACKEND = "threading"
+
+# A tuner: the hyperparameters it chose on these rows alone, for an objective of this split's
+# MdAPE (``wattgpu.lifecycle.tuning.tuner``; ``modeling`` itself never imports Optuna).
+Tuner = Callable[[pd.DataFrame, str], dict[str, Any]]
+# Rewrites a fold's (train, test) rows from the training side alone (e.g. ``prior.refit_prior``).
+Prepare = Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]
 
 TABLE_COLUMNS = (
     "method",
@@ -33,30 +44,11 @@ TABLE_COLUMNS = (
 )
 
 
-def out_of_fold(
-    target: str,
-    frame: pd.DataFrame,
-    split: str,
-    params: dict[str, Any] | None = None,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Predict every row with a model that never saw its fold's group.
+def predictions_frame(target: str, frame: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
+    """The frame of every out-of-fold answer: ``gpu``, ``model``, ``scenario``, ``true``, ``pred``.
 
-    Returns:
-        ``gpu``, ``model``, ``scenario``, ``true`` and ``pred`` (SI units) per row.
-
+    ``true`` is ``frame``'s measured ``target`` and ``pred`` the given answers, both in SI units.
     """
-    pred = np.full(len(frame), np.nan)
-    folds = list(split_indices(frame, split, seed=seed))
-    # One single-threaded fit per core beats one fit over all cores on data this small
-    # (CatBoost's threads have too little work per tree to keep the cores busy).
-    jobs = min(len(folds), os.cpu_count() or 1)
-    answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
-        delayed(_fit_predict)(target, frame.iloc[train], frame.iloc[test], params, seed)
-        for train, test in folds
-    )
-    for (_, test), answer in zip(folds, answers, strict=True):
-        pred[test] = answer
     return pd.DataFrame(
         {
             "gpu": frame["gpu"].to_numpy(),
@@ -68,25 +60,178 @@ def out_of_fold(
     )
 
 
+def out_of_fold(
+    target: str,
+    frame: pd.DataFrame,
+    split: str,
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Predict every row with a model that never saw its fold's group.
+
+    Returns:
+        ``predictions_frame``: ``gpu``, ``model``, ``scenario``, ``true`` and ``pred`` per row.
+
+    """
+    folds = list(split_indices(frame, split, seed=seed))
+    pred = predict_folds(target, frame, folds, [params] * len(folds), seed=seed)
+    return predictions_frame(target, frame, pred)
+
+
+def predict_folds(
+    target: str,
+    frame: pd.DataFrame,
+    folds: list[tuple[np.ndarray, np.ndarray]],
+    fold_params: list[dict[str, Any] | None],
+    *,
+    seed: int = 0,
+    prepare: Prepare | None = None,
+) -> np.ndarray:
+    """Each fold's test rows predicted by a model fitted on its training rows with its params.
+
+    ``prepare(train, test)``, when given, rewrites both sides of each fold from its training side.
+    Rows in no test fold stay NaN.
+    """
+    pred = np.full(len(frame), np.nan)
+    # One single-threaded fit per core beats one fit over all cores on data this small
+    # (CatBoost's threads have too little work per tree to keep the cores busy).
+    jobs = min(len(folds), os.cpu_count() or 1)
+    answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
+        delayed(_fit_predict)(
+            target, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
+        )
+        for (train, test), params in zip(folds, fold_params, strict=True)
+    )
+    for (_, test), answer in zip(folds, answers, strict=True):
+        pred[test] = answer
+    return pred
+
+
+def _prepared(
+    prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (train, test) if prepare is None else prepare(train, test)
+
+
 def _fit_predict(
     target: str, train: pd.DataFrame, test: pd.DataFrame, params: dict[str, Any] | None, seed: int
 ) -> np.ndarray:
     model = models.fit(target, train, {**(params or {}), "thread_count": 1}, seed=seed)
-    return models.predict(target, model, test)
+    return models.predict_si(target, model, test)
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:
     """The target's no-learning baseline, in the same shape as ``out_of_fold``."""
     _, baseline = BASELINES[target]
-    return pd.DataFrame(
-        {
-            "gpu": frame["gpu"].to_numpy(),
-            "model": frame["model"].to_numpy(),
-            "scenario": frame["scenario"].to_numpy(),
-            "true": frame[MEASURED_COLUMN[target]].to_numpy(dtype=float),
-            "pred": baseline(frame),
-        }
+    return predictions_frame(target, frame, baseline(frame))
+
+
+# LOLO has one fold per LLM (dozens): tuning once per fold would cost dozens of studies, so the
+# LLMs are cut into this many blocks and each block's LLMs share the hyperparameters tuned
+# without any of them.
+LOLO_TUNING_BLOCKS = 5
+# The inner objective of a nested evaluation: the same kind of held-out group as the outer split.
+INNER_SPLIT = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
+# The column whose groups an inner split holds out (CV holds out none).
+_INNER_GROUP = {"LOGO": "gpu", "LOLO": "model", LLM_BLOCKS: "model"}
+
+
+def nested_out_of_fold(
+    target: str,
+    frame: pd.DataFrame,
+    split: str,
+    tune: Tuner,
+    *,
+    seed: int = 0,
+    tuning_split: str | None = None,
+    on_study_done: Callable[[], None] | None = None,
+    prepare: Prepare | None = None,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Out-of-fold predictions from models whose hyperparameters never saw the held-out group.
+
+    ``tune(rows, split)`` returns the hyperparameters it chose on ``rows`` alone, for an
+    objective of ``split`` MdAPE (``wattgpu.lifecycle.tuning.tuner`` runs an Optuna study).
+    Each study's objective is ``tuning_split``, by default the kind of generalisation the outer
+    split measures (``INNER_SPLIT``: unseen GPUs for LOGO, unseen LLMs for LOLO). CV and LOGO:
+    every outer fold is tuned on its training rows only. LOLO: the LLMs are cut into
+    ``LOLO_TUNING_BLOCKS`` blocks; a study runs on the rows of the other blocks, and each LLM of
+    the block is then predicted by a model fitted on every row but its own with those parameters.
+    So no held-out row, GPU or LLM ever influences the hyperparameters of the model that
+    predicts it.
+
+    ``prepare(train, test)``, when given, rewrites both sides of every study's rows and every
+    outer fold from the training side alone (``wattgpu.modeling.prior.refit_prior`` refits the
+    analytical prior so).
+
+    Returns:
+        The predictions (``predictions_frame``) and, per study, the held-out groups and the
+        chosen parameters.
+
+    """
+    folds = list(split_indices(frame, split, seed=seed))
+    chosen: list[dict[str, Any]] = []
+    fold_params: list[dict[str, Any] | None] = [None] * len(folds)
+    for number, (tune_rows, held_llms) in enumerate(_studies(frame, split, folds, seed)):
+        rows = frame.iloc[tune_rows]
+        if prepare is not None:
+            rows, _ = prepare(rows, rows.iloc[:0])
+        inner = _inner_split(rows, tuning_split or INNER_SPLIT[split])
+        params = tune(rows, inner)
+        held = _assign_params(frame, split, folds, fold_params, number, held_llms, params)
+        chosen.append({"split": split, "held_out": held, "tuned_on": inner, "params": params})
+        if on_study_done is not None:
+            on_study_done()
+    pred = predict_folds(target, frame, folds, fold_params, seed=seed, prepare=prepare)
+    return predictions_frame(target, frame, pred), chosen
+
+
+def studies_needed(frame: pd.DataFrame, split: str) -> int:
+    """How many studies ``nested_out_of_fold`` runs for ``split`` (for a progress bar)."""
+    if split == "LOLO":
+        return min(LOLO_TUNING_BLOCKS, frame["model"].nunique())
+    return len(list(split_indices(frame, split)))
+
+
+def _studies(
+    frame: pd.DataFrame, split: str, folds: list[tuple[np.ndarray, np.ndarray]], seed: int
+) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """Per study, the rows it tunes on and (LOLO only) the LLMs it holds out."""
+    if split != "LOLO":
+        return [(train, None) for train, _ in folds]
+    llms = frame["model"].astype(str).to_numpy()
+    blocks = GroupKFold(
+        n_splits=min(LOLO_TUNING_BLOCKS, len(np.unique(llms))), shuffle=True, random_state=seed
     )
+    return [(rows, np.unique(llms[held])) for rows, held in blocks.split(frame, groups=llms)]
+
+
+def _inner_split(rows: pd.DataFrame, inner: str) -> str:
+    """``inner``, or CV when ``rows`` hold fewer than two of the groups it would hold out."""
+    column = _INNER_GROUP.get(inner)
+    if column is not None and rows[column].nunique() < 2:
+        return "CV"
+    return inner
+
+
+def _assign_params(
+    frame: pd.DataFrame,
+    split: str,
+    folds: list[tuple[np.ndarray, np.ndarray]],
+    fold_params: list[dict[str, Any] | None],
+    number: int,
+    held_llms: np.ndarray | None,
+    params: dict[str, Any],
+) -> list[str]:
+    """Give study ``number``'s params to the outer folds it tuned for; return what they hold out."""
+    if held_llms is None:
+        fold_params[number] = params
+        if split == "LOGO":
+            return sorted(set(frame["gpu"].iloc[folds[number][1]].astype(str)))
+        return [f"CV fold {number + 1}"]
+    for index, (_, test) in enumerate(folds):
+        if frame["model"].iloc[test[0]] in held_llms:
+            fold_params[index] = params
+    return sorted(held_llms)
 
 
 def score(predictions: pd.DataFrame, method: str, target: str, split: str) -> list[dict[str, Any]]:

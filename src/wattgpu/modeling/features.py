@@ -345,7 +345,7 @@ def _with_prior(
     floors: dict[str, float] | None = None,
 ) -> Columns:
     out = dict(columns)
-    prior = physics.predict_columns(out, constants)
+    prior = physics.serving_model_columns(out, constants)
     out["prior_power_w"] = prior["power_w"]
     out["prior_itl_s"] = prior["itl_s"]
     out["concurrency"] = _concurrency(out, prior["concurrency"])

@@ -83,7 +83,7 @@ def answer_columns(
     """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
     target = card.target
     rows = feature_columns(check_query_columns(queries, catalog), catalog)
-    value = np.asarray(models.predict(target, model, rows), dtype=float)
+    value = np.asarray(models.predict_si(target, model, rows), dtype=float)
     lower, upper = interval(bounds, rows, value)
     scale = REPORT_SCALE[target]
     unrunnable = cannot_run(rows)

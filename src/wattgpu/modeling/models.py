@@ -1,4 +1,4 @@
-"""CatBoost regressors on the feature matrix — fit and predict, nothing else.
+"""CatBoost regressors on the feature matrix — fit and predict (``predict_si``), nothing else.
 
 A target's model is the mean, in target space, of a few CatBoost *members*, each fitted on the
 feature matrix less some columns (``MEMBERS``). Power is learnt without the GPU specs that name
@@ -128,7 +128,7 @@ def raw_predict(model: Regressor, frame: pd.DataFrame | Mapping[str, np.ndarray]
     )
 
 
-def predict(
+def predict_si(
     target: str, model: Regressor, frame: pd.DataFrame | Mapping[str, np.ndarray]
 ) -> np.ndarray:
     """Predict ``target`` in SI units (W, or s per token) for rows (or columns) with features."""

@@ -136,12 +136,14 @@ def _length(rows: Mapping[str, Any]) -> int:
     return len(next(iter(rows.values()))) if rows else 0
 
 
-def predict(rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS) -> pd.DataFrame:
-    """``predict_columns`` as a frame with the rows' index (see there)."""
-    return pd.DataFrame(predict_columns(rows, constants), index=rows.index)
+def serving_model(
+    rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
+) -> pd.DataFrame:
+    """``serving_model_columns`` as a frame with the rows' index (see there)."""
+    return pd.DataFrame(serving_model_columns(rows, constants), index=rows.index)
 
 
-def predict_columns(
+def serving_model_columns(
     rows: pd.DataFrame | Mapping[str, Any], constants: PhysicalConstants = DEFAULT_CONSTANTS
 ) -> dict[str, np.ndarray]:
     """Mean board power per GPU and per-request ITL of each row, from specs and workload alone.
@@ -159,6 +161,59 @@ def predict_columns(
 
     """
     c = constants
+    w = _workload(rows, c)
+    full = _at_cap(w, c)
+    below, free, prefill_share = _below_cap(w, c)
+    itl = np.where(free, below.itl, full.itl)
+    load = np.where(free, below.load, full.load)
+    load = load * np.where(w.server, c.server_power_factor, 1.0)
+    load = np.clip(load, 0.0, 1.0)
+    decoding = np.where(free, below.concurrency, full.concurrency)
+    idle = c.idle_fraction * w.tdp
+    queued = np.where(free, np.maximum(1.0 - prefill_share, 1e-9), 1.0)
+    ttft = w.prefill / queued + itl
+    return {
+        "power_w": idle + (w.tdp - idle) * load,
+        "itl_s": itl,
+        "concurrency": decoding,
+        "throughput_tok_s": np.maximum(decoding, 1e-9) / itl,
+        "ttft_s": np.where(w.server, ttft, np.nan),
+    }
+
+
+@dataclass(frozen=True)
+class _Workload:
+    """Per-row inputs of the model and the coefficients of its step time.
+
+    A step of ``M`` sequences takes
+    ``max(mem_a + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M``.
+    """
+
+    n: int
+    tdp: np.ndarray
+    tokens_out: np.ndarray
+    cap: np.ndarray
+    batch: np.ndarray
+    engine_batch: np.ndarray  # the most sequences the engine decodes together
+    rate: np.ndarray
+    server: np.ndarray
+    mem_a: np.ndarray  # s: weights read once per step
+    mem_b: np.ndarray  # s per sequence: its KV cache read once per step
+    comp_b: np.ndarray  # s per sequence: its tensor-core work
+    prefill: np.ndarray  # s: one request's prefill
+
+
+@dataclass(frozen=True)
+class _Regime:
+    """Sequences decoding, per-request ITL and load of each row in one regime."""
+
+    concurrency: np.ndarray
+    itl: np.ndarray
+    load: np.ndarray
+
+
+def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _Workload:
+    """Read the specs and the workload of ``rows``; derive the step-time coefficients."""
     n = _length(rows)
     gpus = np.maximum(_values(rows, "num_gpus", 1.0), 1.0)
     params = _values(rows, "llm_params_b", FALLBACK_SPECS["llm_params_b"], positive=True) * 1e9
@@ -175,64 +230,75 @@ def predict_columns(
     kv = _values(rows, "kv_bytes_per_token", 0.0)
     tokens_in = _values(rows, "input_tokens", 512.0)
     tokens_out = np.maximum(_values(rows, "output_tokens", 256.0), 1.0)
-    cap = np.maximum(_values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
-    batch = _values(rows, "batch_size", np.nan, positive=True)
-    rate = _values(rows, "request_rate_rps", 0.0)
-    server = np.asarray(rows["scenario"] == "server") if "scenario" in rows else np.zeros(n, bool)
-
-    # t(M) = max(mem_a + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M
-    mem_a = weight_bytes / bandwidth
-    mem_b = (tokens_in + tokens_out / 2.0) * kv / bandwidth
     comp_b = 2.0 * active / flops
-    prefill = comp_b * tokens_in
+    cap = np.maximum(_values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
+    server = np.asarray(rows["scenario"] == "server") if "scenario" in rows else np.zeros(n, bool)
+    return _Workload(
+        n=n,
+        tdp=tdp,
+        tokens_out=tokens_out,
+        cap=cap,
+        batch=_values(rows, "batch_size", np.nan, positive=True),
+        engine_batch=np.minimum(ENGINE_MAX_BATCH, cap),
+        rate=_values(rows, "request_rate_rps", 0.0),
+        server=server,
+        mem_a=weight_bytes / bandwidth,
+        mem_b=(tokens_in + tokens_out / 2.0) * kv / bandwidth,
+        comp_b=comp_b,
+        prefill=comp_b * tokens_in,
+    )
 
-    def step(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Step time and its activity (see the module docstring)."""
-        t_mem, t_comp = mem_a + mem_b * m, comp_b * m
-        t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp)
-        use = c.memory_power_weight * t_mem / t + c.compute_power_weight * t_comp / t
-        return t, np.minimum(use, 1.0)
 
-    # Offline, or a server at its cap: M sequences, as many as the KV cache holds.
-    engine_batch = np.minimum(ENGINE_MAX_BATCH, cap)
-    m_full = np.where(server | ~np.isfinite(batch), engine_batch, np.clip(batch, 1.0, cap))
+def _step(w: _Workload, c: PhysicalConstants, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step time of ``m`` sequences and its activity (see the module docstring)."""
+    t_mem, t_comp = w.mem_a + w.mem_b * m, w.comp_b * m
+    t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp)
+    use = c.memory_power_weight * t_mem / t + c.compute_power_weight * t_comp / t
+    return t, np.minimum(use, 1.0)
+
+
+def _at_cap(w: _Workload, c: PhysicalConstants) -> _Regime:
+    """Offline, or a server at its cap: M sequences, as many as the KV cache holds."""
+    m_full = np.where(
+        w.server | ~np.isfinite(w.batch), w.engine_batch, np.clip(w.batch, 1.0, w.cap)
+    )
     m_full = np.maximum(m_full, 1.0)
-    t_full, use_full = step(m_full)
-    stall = m_full * prefill / tokens_out
+    t_full, use_full = _step(w, c, m_full)
+    stall = m_full * w.prefill / w.tokens_out
     itl_full = t_full + stall
     load_full = (t_full * use_full + stall) / itl_full
+    return _Regime(m_full, itl_full, load_full)
 
-    # Server: N = k t(1 + N), k = rate * out / (1 - rate * t_pre). On a line t = a + b M this is
-    # N = k (a + b) / (1 - k b); the least fixed point of the larger line is the larger of the two.
-    prefill_share = rate * prefill
-    k = rate * tokens_out / np.maximum(1.0 - prefill_share, 1e-9)
+
+def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray, np.ndarray]:
+    """A server below its cap: concurrency from Little's law, its ITL and load.
+
+    ``N = k t(1 + N)``, ``k = rate * out / (1 - rate * t_pre)``. On a line ``t = a + b M`` this
+    is ``N = k (a + b) / (1 - k b)``; the least fixed point of the larger line is the larger of
+    the two.
+
+    Returns:
+        The regime, where each row is in it (``free``: a server whose fixed point is below the
+        cap), and the share of time spent in prefills.
+
+    """
+    prefill_share = w.rate * w.prefill
+    k = w.rate * w.tokens_out / np.maximum(1.0 - prefill_share, 1e-9)
     lines = (
-        (c.step_overhead_s + mem_a, c.seq_overhead_s + mem_b),
-        (np.full(n, c.step_overhead_s), c.seq_overhead_s + comp_b),
+        (c.step_overhead_s + w.mem_a, c.seq_overhead_s + w.mem_b),
+        (np.full(w.n, c.step_overhead_s), c.seq_overhead_s + w.comp_b),
     )
     stable = prefill_share < MAX_PREFILL_SHARE
-    n_free = np.zeros(n)
+    n_free = np.zeros(w.n)
     for a, b in lines:
         stable &= k * b < 1.0
         with np.errstate(divide="ignore", invalid="ignore"):
             n_free = np.maximum(n_free, k * (a + b) / (1.0 - k * b))
-    free = server & stable & (n_free + 1.0 < engine_batch)
+    free = w.server & stable & (n_free + 1.0 < w.engine_batch)
     n_free = np.where(free, n_free, 0.0)
-    itl_free = step(1.0 + n_free)[0] / np.maximum(1.0 - prefill_share, 1e-9)
+    itl_free = _step(w, c, 1.0 + n_free)[0] / np.maximum(1.0 - prefill_share, 1e-9)
     p_busy = -np.expm1(-n_free)  # P(at least one request decoding), Poisson occupancy
     m_busy = np.where(p_busy > 1e-9, n_free / np.maximum(p_busy, 1e-9), 1.0)
-    load_free = prefill_share + (1.0 - prefill_share) * p_busy * step(np.maximum(m_busy, 1.0))[1]
-
-    itl = np.where(free, itl_free, itl_full)
-    load = np.where(free, load_free, load_full) * np.where(server, c.server_power_factor, 1.0)
-    load = np.clip(load, 0.0, 1.0)
-    decoding = np.where(free, n_free, m_full)
-    idle = c.idle_fraction * tdp
-    ttft = prefill / np.where(free, np.maximum(1.0 - prefill_share, 1e-9), 1.0) + itl
-    return {
-        "power_w": idle + (tdp - idle) * load,
-        "itl_s": itl,
-        "concurrency": decoding,
-        "throughput_tok_s": np.maximum(decoding, 1e-9) / itl,
-        "ttft_s": np.where(server, ttft, np.nan),
-    }
+    busy_use = _step(w, c, np.maximum(m_busy, 1.0))[1]
+    load_free = prefill_share + (1.0 - prefill_share) * p_busy * busy_use
+    return _Regime(n_free, itl_free, load_free), free, prefill_share

@@ -1,7 +1,7 @@
 """A generator of a measurement set marked as generated, and the fit of the analytical model.
 
 The analytical model of LLM serving itself (``PhysicalConstants``, ``DEFAULT_CONSTANTS``,
-``predict``) lives in ``wattgpu.modeling.physics``; this module fits its constants to measured
+``serving_model``) lives in ``wattgpu.modeling.physics``; this module fits its constants to measured
 rows (``calibrate``, ``fidelity``) and draws a measurement set from it (``simulate``). Pure: the
 CLI writes the file.
 """
@@ -22,7 +22,7 @@ from wattgpu.modeling.physics import (
     CONSTANT_BOUNDS,
     DEFAULT_CONSTANTS,
     PhysicalConstants,
-    predict,
+    serving_model,
 )
 
 # (prediction column, measured column) of each target.
@@ -58,7 +58,7 @@ def fidelity(
         median of log(pred / true)). The overall lines have data set ``all`` (and ``fitted``).
 
     """
-    pred = predict(rows, constants)
+    pred = serving_model(rows, constants)
     keys = _group_keys(rows)
     engine = (
         rows["engine"].astype("object").fillna("?")
@@ -119,6 +119,40 @@ def calibrate(
     """
     fit_mask = pd.Series(True, index=rows.index) if fit_mask is None else fit_mask.astype(bool)
     fit_rows = rows[fit_mask.to_numpy()]
+    targets, weights = _fit_targets(fit_rows)
+    names = _free_constants(fixed)
+    low = np.array([CONSTANT_BOUNDS[n][0] for n in names])
+    high = np.array([CONSTANT_BOUNDS[n][1] for n in names])
+    x0 = np.clip([getattr(start, n) for n in names], low, high)
+
+    def constants_of(x: np.ndarray) -> PhysicalConstants:
+        return replace(start, **{n: float(v) for n, v in zip(names, x, strict=True)})
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        pred = serving_model(fit_rows, constants_of(x))
+        parts = []
+        for target, (have, true) in targets.items():
+            r = np.log(pred[PREDICTED_AND_MEASURED[target][0]].to_numpy()[have] / true)
+            parts.append(weights[target] * _soft_l1(r, f_scale))
+        return np.concatenate(parts)
+
+    result = least_squares(residuals, x0, bounds=(low, high), x_scale=high - low)
+    constants = constants_of(result.x)
+    return constants, fidelity(rows, constants, fit_mask)
+
+
+def _fit_targets(
+    fit_rows: pd.DataFrame,
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
+    """Per target, the rows with a positive measurement and its values, and the rows' weights.
+
+    A row weighs ``1 / sqrt(size of its (target, data set) group)``, so every group's squared
+    residuals weigh the same in total.
+
+    Raises:
+        DataError: no row has a positive measurement of either target.
+
+    """
     keys = _group_keys(fit_rows)
     weights, targets = {}, {}
     for target, (_, t) in PREDICTED_AND_MEASURED.items():
@@ -134,32 +168,26 @@ def calibrate(
             f"calibrate needs rows with a positive mean_power_w or itl_s; got {len(fit_rows)} "
             "rows with neither"
         )
+    return targets, weights
+
+
+def _free_constants(fixed: tuple[str, ...]) -> list[str]:
+    """The names of the constants a fit may move: all but ``fixed``.
+
+    Raises:
+        ConfigError: ``fixed`` names something that is not a constant.
+
+    """
     unknown = set(fixed) - {f.name for f in fields(PhysicalConstants)}
     if unknown:
         allowed = ", ".join(f.name for f in fields(PhysicalConstants))
         raise ConfigError(f"fixed must name constants ({allowed}); got {sorted(unknown)}")
-    names = [f.name for f in fields(PhysicalConstants) if f.name not in fixed]
-    low = np.array([CONSTANT_BOUNDS[n][0] for n in names])
-    high = np.array([CONSTANT_BOUNDS[n][1] for n in names])
-    x0 = np.clip([getattr(start, n) for n in names], low, high)
+    return [f.name for f in fields(PhysicalConstants) if f.name not in fixed]
 
-    def constants_of(x: np.ndarray) -> PhysicalConstants:
-        return replace(start, **{n: float(v) for n, v in zip(names, x, strict=True)})
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        pred = predict(fit_rows, constants_of(x))
-        parts = []
-        for target, (have, true) in targets.items():
-            r = np.log(pred[PREDICTED_AND_MEASURED[target][0]].to_numpy()[have] / true)
-            robust = np.sign(r) * np.sqrt(
-                2.0 * f_scale**2 * (np.sqrt(1.0 + (r / f_scale) ** 2) - 1.0)
-            )
-            parts.append(weights[target] * robust)
-        return np.concatenate(parts)
-
-    result = least_squares(residuals, x0, bounds=(low, high), x_scale=high - low)
-    constants = constants_of(result.x)
-    return constants, fidelity(rows, constants, fit_mask)
+def _soft_l1(r: np.ndarray, f_scale: float) -> np.ndarray:
+    """Residuals whose squares sum to the soft-L1 loss of ``r`` (scale ``f_scale``)."""
+    return np.sign(r) * np.sqrt(2.0 * f_scale**2 * (np.sqrt(1.0 + (r / f_scale) ** 2) - 1.0))
 
 
 # The generated workload grid: single GPU, vLLM, both scenarios.
@@ -255,7 +283,7 @@ def simulate(
     rows["engine"] = "vllm"
     rows["num_gpus"] = 1.0
     features = build_features(rows, catalog)
-    pred = predict(features, constants)
+    pred = serving_model(features, constants)
     tdp = features["gpu_tdp_w"].to_numpy(dtype=float)
     itl_noise = np.exp(rng.normal(0.0, ITL_NOISE, len(rows)))
     rows["mean_power_w"] = np.minimum(
