@@ -90,3 +90,17 @@ def test_the_graph_sees_real_edges():
     graph = import_graph()
     assert "wattgpu.modeling.features" in graph["wattgpu.modeling.models"]
     assert "wattgpu.data.catalog" in graph["wattgpu.modeling.features"]
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_a_screen_and_a_bit():
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{module_name(path)}.{node.name} ({lines} lines)")
+    assert not long, "functions over 80 lines: " + ", ".join(sorted(long))
