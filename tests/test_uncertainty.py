@@ -72,3 +72,13 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
     a = groups == "a"
     assert lower2[a] == pytest.approx(lower[a]) and upper2[a] == pytest.approx(upper[a])
     assert (upper2[~a] - lower2[~a] > upper[~a] - lower[~a]).all()
+
+
+def test_the_interval_shares_a_members_inputs(small_catalog):
+    from wattgpu.modeling.models import MEMBERS, Pools
+
+    for target in ("power", "itl"):
+        # the difficulty model leaves out what one member leaves out: one input serves both
+        assert difficulty_without(target) in MEMBERS[target]
+    pools = Pools("power", _rows(small_catalog, [1, 8]))
+    assert pools(WITHOUT) is pools(WITHOUT)

@@ -83,8 +83,9 @@ def answer_columns(
     """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
     target = card.target
     rows = feature_columns(check_query_columns(queries, catalog), catalog)
-    value = np.asarray(models.predict_si(target, model, rows), dtype=float)
-    lower, upper = interval(bounds, rows, value)
+    pools = models.Pools(target, rows)  # the members and the interval share their inputs
+    value = np.asarray(models.predict_si(target, model, rows, pools), dtype=float)
+    lower, upper = interval(bounds, rows, value, pools)
     scale = REPORT_SCALE[target]
     unrunnable = cannot_run(rows)
     answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}

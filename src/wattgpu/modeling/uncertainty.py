@@ -21,7 +21,7 @@ import pandas as pd
 from catboost import CatBoostRegressor
 from sklearn.model_selection import GroupKFold
 
-from wattgpu.modeling.models import MEMBERS, pool
+from wattgpu.modeling.models import MEMBERS, Pools, pool
 
 COVERAGE = 0.9
 # The difficulty model is deliberately small: a few hundred residuals, and it only has to rank
@@ -90,11 +90,13 @@ def difficulty(
     target: str,
     frame: pd.DataFrame | Mapping[str, np.ndarray],
     without: tuple[str, ...],
+    pools: Pools | None = None,
 ) -> np.ndarray:
     """The difficulty ``d`` of each row (> 0), for rows (or feature columns)."""
     if isinstance(model, float):
         return np.full(len(frame["gpu"]), model)
-    return np.exp(model.predict(pool(target, frame, without), thread_count=1))
+    pools = pools or Pools(target, frame)
+    return np.exp(model.predict(pools(without), thread_count=1))
 
 
 def conformal_quantiles(scores: np.ndarray, coverage: float = COVERAGE) -> tuple[float, float]:
@@ -168,10 +170,16 @@ def fit_interval(
 
 
 def interval(
-    model: IntervalModel, frame: pd.DataFrame | Mapping[str, np.ndarray], pred: np.ndarray
+    model: IntervalModel,
+    frame: pd.DataFrame | Mapping[str, np.ndarray],
+    pred: np.ndarray,
+    pools: Pools | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds of the predictions ``pred`` of ``frame``'s rows."""
-    d = difficulty(model.difficulty, model.target, frame, model.without)
+    """Lower and upper bounds of the predictions ``pred`` of ``frame``'s rows.
+
+    ``pools``, when given, are the CatBoost inputs already built for the same rows.
+    """
+    d = difficulty(model.difficulty, model.target, frame, model.without, pools)
     pred = np.asarray(pred, float)
     return pred * np.exp(model.q_low * d), pred * np.exp(model.q_high * d)
 
