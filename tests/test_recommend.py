@@ -360,29 +360,10 @@ def test_cli_bad_inputs_are_one_line_exit_1(run, tmp_path, args, message):
 
 # --- on a registered model trained on small generated data --------------------------------------
 
-GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]
-
-
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, catalog):
-    """Both targets tuned briefly on generated rows of five GPUs, registered, v1 in production."""
-    from wattgpu.config import Settings
-    from wattgpu.lifecycle import pipeline, registry, tracking
-    from wattgpu.modeling.simulate import simulate
-
-    root = tmp_path_factory.mktemp("recommend-store")
-    rows = simulate(catalog, seed=3)
-    data = root / "small.csv"
-    rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
-    settings = Settings(
-        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
-    )
-    for target in ("power", "itl"):
-        pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
-    tracking.configure(settings.tracking_uri)
-    for target in ("power", "itl"):
-        registry.promote(target, registry.register(target), "production")
-    return settings
+def store(store):
+    """The session's registry (tests/conftest.py: both targets, v1 in production): its settings."""
+    return store["settings"]
 
 
 @pytest.mark.slow
