@@ -22,8 +22,7 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, finish_import
-from wattgpu.errors import DataError
+from wattgpu.data.importers.common import ImportResult, finish_import, read_raw_files
 
 ARGONNE_SOURCE = "argonne llm-inference-bench ({family})"
 # The tail of each file's path in the repository -> the family its rows belong to. Other CSVs of
@@ -142,33 +141,18 @@ def read_argonne(raw_dir: Path) -> pd.DataFrame:
         DataError: ``raw_dir`` is not a folder, holds neither file, or a file is unreadable.
 
     """
-    raw_dir = Path(raw_dir)
-    if not raw_dir.is_dir():
-        raise DataError(f"Argonne folder not found: {raw_dir} (give the folder of raw files)")
-    rows: list[dict[str, Any]] = []
-    for path in sorted(p for p in raw_dir.rglob("*.csv") if p.is_file()):
+
+    def read_file(path: Path, rel: str) -> list[dict[str, Any]]:
         family = _family(path)
-        if family is None:
-            continue
-        rel = path.relative_to(raw_dir).as_posix()
-        try:
-            rows.extend(_read_argonne_file(path, rel, family))
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            ZeroDivisionError,
-            UnicodeDecodeError,
-            pd.errors.ParserError,
-            pd.errors.EmptyDataError,
-        ) as exc:
-            raise DataError(f"Argonne file {rel} is not in a known format: {exc}") from None
-    if not rows:
-        raise DataError(
-            f"no Argonne results file under {raw_dir} (expected Plots/All_results.csv or "
-            "Plots/Fig_16_a_b/power_results.csv)"
-        )
-    return pd.DataFrame(rows)
+        return [] if family is None else _read_argonne_file(path, rel, family)
+
+    return read_raw_files(
+        raw_dir,
+        "Argonne",
+        read_file,
+        "no Argonne results file under {raw_dir} (expected Plots/All_results.csv or "
+        "Plots/Fig_16_a_b/power_results.csv)",
+    )
 
 
 def import_argonne(raw_dir: Path, catalog: Catalog, *, single_gpu: bool = False) -> ImportResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -174,6 +175,47 @@ def _examples(frame: pd.DataFrame, n: int = 3) -> str:
     column = next(c for c in ("model_source_name", "model") if c in frame.columns)
     names = list(dict.fromkeys(str(v) for v in frame[column].dropna()))
     return ", ".join(names[:n]) + (", ..." if len(names) > n else "")
+
+
+# What a raw file in an unexpected layout raises while it is read.
+UNREADABLE = (
+    KeyError,
+    TypeError,
+    ValueError,
+    ZeroDivisionError,
+    UnicodeDecodeError,
+    pd.errors.ParserError,
+    pd.errors.EmptyDataError,
+)
+
+
+def read_raw_files(
+    raw_dir: Path,
+    data_set: str,
+    read_file: Callable[[Path, str], list[dict[str, Any]]],
+    none_found: str,
+) -> pd.DataFrame:
+    """Every tidy row that ``read_file(path, path relative to raw_dir)`` finds under ``raw_dir``.
+
+    Raises:
+        DataError: ``raw_dir`` is not a folder, no file yields a row (``none_found``, with
+            ``{raw_dir}`` filled in, says what was expected), or a file is unreadable (named,
+            with the reason).
+
+    """
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        raise DataError(f"{data_set} folder not found: {raw_dir} (give the folder of raw files)")
+    rows: list[dict[str, Any]] = []
+    for path in sorted(p for p in raw_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(raw_dir).as_posix()
+        try:
+            rows.extend(read_file(path, rel))
+        except UNREADABLE as exc:
+            raise DataError(f"{data_set} file {rel} is not in a known format: {exc}") from None
+    if not rows:
+        raise DataError(none_found.format(raw_dir=raw_dir))
+    return pd.DataFrame(rows)
 
 
 def summarise(result: ImportResult) -> str:

@@ -17,8 +17,7 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, finish_import
-from wattgpu.errors import DataError
+from wattgpu.data.importers.common import ImportResult, finish_import, read_raw_files
 
 # ---------------------------------------------------------------------------------------------
 # ML.ENERGY leaderboard (github.com/ml-energy/leaderboard and leaderboard-v2)
@@ -234,22 +233,13 @@ def read_mlenergy(raw_dir: Path) -> pd.DataFrame:
         DataError: ``raw_dir`` is not a folder, holds no recognised file, or a file is unreadable.
 
     """
-    raw_dir = Path(raw_dir)
-    if not raw_dir.is_dir():
-        raise DataError(f"ML.ENERGY folder not found: {raw_dir} (give the folder of raw files)")
-    rows: list[dict[str, Any]] = []
-    for path in sorted(p for p in raw_dir.rglob("*") if p.is_file()):
-        rel = path.relative_to(raw_dir).as_posix()
-        try:
-            rows.extend(_read_mlenergy_file(path, rel))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, pd.errors.ParserError) as exc:
-            raise DataError(f"ML.ENERGY file {rel} is not in a known format: {exc!r}") from None
-    if not rows:
-        raise DataError(
-            f"no ML.ENERGY measurement file under {raw_dir} (expected *_benchmark.csv, "
-            "rate*.json, bs*+tp*+pp*.json or public/data/models/*.json)"
-        )
-    return pd.DataFrame(rows)
+    return read_raw_files(
+        raw_dir,
+        "ML.ENERGY",
+        _read_mlenergy_file,
+        "no ML.ENERGY measurement file under {raw_dir} (expected *_benchmark.csv, "
+        "rate*.json, bs*+tp*+pp*.json or public/data/models/*.json)",
+    )
 
 
 def import_mlenergy(raw_dir: Path, catalog: Catalog, *, single_gpu: bool = False) -> ImportResult:
