@@ -22,6 +22,7 @@ from wattgpu.cli_options import (
     data_option,
     output_format_option,
     pass_state,
+    quiet_mlflow,
     run_id_option,
     scenario_option,
     target_option,
@@ -270,6 +271,7 @@ def evaluate(
     from wattgpu.lifecycle import registry, tracking
     from wattgpu.modeling.evaluation import to_markdown
 
+    quiet_mlflow()
     tracking.configure(state.settings.tracking_uri)
     if version is not None:
         run_id = registry.version_run_id(target, version)
@@ -297,6 +299,7 @@ def register(state: CliState, target: str, run_id: str | None) -> None:
     """Register a tuning run's model as wattgpu-TARGET, alias challenger."""
     from wattgpu.lifecycle import registry, tracking
 
+    quiet_mlflow()
     tracking.configure(state.settings.tracking_uri)
     version = registry.register(target, run_id)
     click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
@@ -324,6 +327,7 @@ def promote(state: CliState, target: str, version: int, to: str, force: bool) ->
     """Promote a model version, behind the LOGO-MdAPE quality gate."""
     from wattgpu.lifecycle import registry, tracking
 
+    quiet_mlflow()
     tracking.configure(state.settings.tracking_uri)
     click.echo(_promotion_line(registry.promote(target, version, to, force=force)))
 
@@ -354,6 +358,7 @@ def list_models(state: CliState, target: str, fmt: str) -> None:
 
     from wattgpu.lifecycle import registry, tracking
 
+    quiet_mlflow()
     tracking.configure(state.settings.tracking_uri)
     table = pd.concat([registry.list_versions(t) for t in _targets(target)], ignore_index=True)
     if table.empty and fmt == "table":
@@ -486,7 +491,7 @@ def predict(
         queries = _query_from_options(query)
     if url and target == EVERY_TARGET:
         raise click.UsageError("--url serves one model: give --target power or --target itl")
-    _quiet_mlflow()
+    quiet_mlflow()
     try:
         answers = predict_client.ask_models(
             state.settings, queries, _targets(target), alias=alias, url=url
@@ -540,16 +545,6 @@ def _in_option_names(message: str) -> str:
     """A query error about the one query the options made, in the options' names."""
     message = re.sub(r"^row 0: ", "", message)
     return _COLUMN_NAMES.sub(lambda match: PREDICT_OPTIONS[match.group(1)], message)
-
-
-def _quiet_mlflow() -> None:
-    """Keep MLflow's progress bars, info and warning lines out of a command's answer."""
-    import logging
-    import warnings
-
-    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
-    logging.getLogger("mlflow").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", module="mlflow")
 
 
 @cli.group()

@@ -8,6 +8,7 @@ can only pass strings, so such options take ``''`` as "not given", and the yes/n
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,3 +181,13 @@ def output_format_option(func: Any) -> Any:
 def run_id_option(help: str) -> Callable[[Any], Any]:
     """``--run-id ID``: a tuning run; not given (``None``) means the latest finished one."""
     return click.option("--run-id", type=text_or_none(), default=None, help=help)
+
+
+def quiet_mlflow() -> None:
+    """Keep MLflow's progress bars, info and warning lines out of a command's answer."""
+    import logging
+    import warnings
+
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    logging.getLogger("mlflow").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="mlflow")

@@ -19,6 +19,7 @@ from wattgpu.cli_options import (
     alias_option,
     output_format_option,
     pass_state,
+    quiet_mlflow,
     scenario_option,
 )
 from wattgpu.config import Settings
@@ -290,6 +291,7 @@ def recommend_command(
     load's KV cache do not fit, and ranks those meeting the SLO by energy per output token (the
     order of energy per day and, for a server, of mean power).
     """
+    quiet_mlflow()
     from wattgpu import recommendation as rec
 
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
