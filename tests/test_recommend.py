@@ -360,6 +360,7 @@ def test_cli_bad_inputs_are_one_line_exit_1(run, tmp_path, args, message):
 
 # --- on a registered model trained on small generated data --------------------------------------
 
+
 @pytest.fixture(scope="module")
 def store(store):
     """The session's registry (tests/conftest.py: both targets, v1 in production): its settings."""
