@@ -29,6 +29,12 @@ H100_8B = {
 }
 
 
+@pytest.fixture(autouse=True)
+def store_is_the_tracking_store(store):
+    # the store is built once per session; other modules point MLflow elsewhere in between
+    tracking.configure(store["settings"].tracking_uri)
+
+
 @pytest.fixture(scope="module")
 def server(store):
     """Plain `mlflow models serve`: the pyfunc's own checks hold there too."""
