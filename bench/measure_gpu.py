@@ -21,7 +21,6 @@ import csv
 import datetime as dt
 import threading
 import time
-from pathlib import Path
 
 try:
     import torch
@@ -32,12 +31,14 @@ except ImportError:  # not part of the project's set-up: a GPU machine brings it
         "(pip install torch transformers); they are not among the project's dependencies"
     ) from None
 
+from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+
 try:
     import pynvml
 except ImportError:  # a machine without NVIDIA's library: the script still runs, without power
     pynvml = None
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = (
     "Qwen/Qwen2.5-1.5B-Instruct,meta-llama/Llama-3.2-3B-Instruct,meta-llama/Llama-3.1-8B-Instruct"
 )
@@ -46,7 +47,7 @@ CONFIG_CLASSES = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2
 
 
 def catalogue_row(model: str) -> dict[str, str]:
-    with (REPO / "src" / "wattgpu" / "data" / "shipped" / "llms.csv").open() as handle:
+    with (SHIPPED_DATA_DIR / "llms.csv").open() as handle:
         for row in csv.DictReader(handle):
             if row["model"] == model:
                 return row
@@ -120,26 +121,7 @@ def generate(net, prompts: torch.Tensor, tokens: int) -> float:
 
 
 # The measurement schema's columns, in the order of the shipped measurement files.
-FIELDS = [
-    "gpu",
-    "model",
-    "scenario",
-    "request_rate_rps",
-    "batch_size",
-    "input_tokens",
-    "output_tokens",
-    "engine",
-    "dtype",
-    "num_gpus",
-    "mean_power_w",
-    "itl_s",
-    "itl_kind",
-    "ttft_s",
-    "throughput_tok_s",
-    "energy_per_token_j",
-    "source",
-    "measured_at",
-]
+FIELDS = [*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS]
 
 
 def parse_args() -> argparse.Namespace:

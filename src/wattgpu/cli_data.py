@@ -80,36 +80,31 @@ def import_watt_counts_command(
     _write("watt-counts", file, output, result)
 
 
-@import_command.command(name="mlenergy")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@_import_options
-@pass_state
-def import_mlenergy_command(
-    state: CliState, directory: Path, output: Path | None, single_gpu: bool
-) -> None:
-    """Import ML.ENERGY leaderboard raw files found anywhere under DIRECTORY."""
-    from wattgpu.data.importers import import_mlenergy
+def _folder_import_command(name: str, help_text: str) -> None:
+    """Attach ``wattgpu data import NAME DIRECTORY``, run by ``importers.import_<name>``."""
 
-    result = import_mlenergy(directory, _catalog(state.settings), single_gpu=single_gpu)
-    _write("mlenergy", directory, output, result)
+    @import_command.command(name=name, help=help_text)
+    @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+    @_import_options
+    @pass_state
+    def command(state: CliState, directory: Path, output: Path | None, single_gpu: bool) -> None:
+        from wattgpu.data import importers
+
+        run = getattr(importers, f"import_{name}")
+        _write(
+            name, directory, output, run(directory, _catalog(state.settings), single_gpu=single_gpu)
+        )
 
 
-@import_command.command(name="argonne")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@_import_options
-@pass_state
-def import_argonne_command(
-    state: CliState, directory: Path, output: Path | None, single_gpu: bool
-) -> None:
-    """Import Argonne LLM-Inference-Bench results found anywhere under DIRECTORY.
-
-    Reads Plots/All_results.csv (latency sweep) and Plots/Fig_16_a_b/power_results.csv (power
-    sweep); keeps the NVIDIA rows.
-    """
-    from wattgpu.data.importers import import_argonne
-
-    result = import_argonne(directory, _catalog(state.settings), single_gpu=single_gpu)
-    _write("argonne", directory, output, result)
+_folder_import_command(
+    "mlenergy", "Import ML.ENERGY leaderboard raw files found anywhere under DIRECTORY."
+)
+_folder_import_command(
+    "argonne",
+    "Import Argonne LLM-Inference-Bench results found anywhere under DIRECTORY.\n\n"
+    "Reads Plots/All_results.csv (latency sweep) and Plots/Fig_16_a_b/power_results.csv (power "
+    "sweep); keeps the NVIDIA rows.",
+)
 
 
 @click.command(name="fetch")
