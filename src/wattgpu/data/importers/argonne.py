@@ -22,7 +22,12 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, finish_import, read_raw_files
+from wattgpu.data.importers.common import (
+    RAW_ROW_ID_COLUMNS,
+    ImportResult,
+    finish_import,
+    read_raw_files,
+)
 
 ARGONNE_SOURCE = "argonne llm-inference-bench ({family})"
 # The tail of each file's path in the repository -> the family its rows belong to. Other CSVs of
@@ -50,17 +55,7 @@ ARGONNE_ITL_KIND = "batch_latency/output_len (upper bound, incl. prefill)"
 # Under 2 ms per output token a 7B-72B model cannot have generated its output (33 runs: GH200
 # vLLM 2048/2048 of 2k-context models, H100 TensorRT-LLM Qwen2): ITL and throughput are blanked.
 ARGONNE_MIN_STEP_S = 0.002
-ARGONNE_ID_COLUMNS = (
-    "source_file",
-    "source_row",
-    "family",
-    "task",
-    "gpu",
-    "model_source_name",
-    "engine",
-    "num_gpus",
-    "source_batch_size",
-)
+ARGONNE_ID_COLUMNS = (*RAW_ROW_ID_COLUMNS, "num_gpus", "source_batch_size")
 
 
 def _argonne_row(raw: dict[str, Any], family: str, rel: str, index: int) -> dict[str, Any]:

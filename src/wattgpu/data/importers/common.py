@@ -22,6 +22,17 @@ from wattgpu.errors import DataError
 
 SCHEMA_COLUMNS = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
 SIXTEEN_BIT = ("float16", "bfloat16")
+# Where a raw row came from and what it is, as the source writes it: the first columns of every
+# folder importer's report of dropped rows.
+RAW_ROW_ID_COLUMNS = (
+    "source_file",
+    "source_row",
+    "family",
+    "task",
+    "gpu",
+    "model_source_name",
+    "engine",
+)
 
 
 @dataclass

@@ -17,7 +17,12 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.importers.common import ImportResult, finish_import, read_raw_files
+from wattgpu.data.importers.common import (
+    RAW_ROW_ID_COLUMNS,
+    ImportResult,
+    finish_import,
+    read_raw_files,
+)
 
 # ---------------------------------------------------------------------------------------------
 # ML.ENERGY leaderboard (github.com/ml-energy/leaderboard and leaderboard-v2)
@@ -43,13 +48,7 @@ ITL_KIND_2023 = "mean_latency/mean_response_length (incl. prefill)"
 ITL_KIND_V2 = "mean TPOT over engine iterations (vLLM stats)"
 ITL_KIND_V3 = "median client-side ITL (chunk-smoothed)"
 MLENERGY_ID_COLUMNS = (
-    "source_file",
-    "source_row",
-    "family",
-    "task",
-    "gpu",
-    "model_source_name",
-    "engine",
+    *RAW_ROW_ID_COLUMNS,
     "scenario",
     "num_gpus",
     "batch_size",
