@@ -66,7 +66,6 @@ from wattgpu.modeling.splits import SPLITS, fold_labels, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
-    difficulty_without,
     held_out_intervals,
     interval_figures,
 )
@@ -240,9 +239,7 @@ def with_intervals(
     fitted on leave-one-GPU-out residuals.
     """
     groups = fold_labels(data, split, seed=seed)
-    lower, upper = held_out_intervals(
-        target, data, oof, difficulty_without(target), groups, seed=seed
-    )
+    lower, upper = held_out_intervals(target, data, oof, groups, seed=seed)
     for record in records:
         rows = (oof["scenario"] == record["scenario"]).to_numpy()
         record.update(

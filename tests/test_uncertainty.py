@@ -65,10 +65,10 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
     true = np.linspace(100.0, 200.0, len(rows))
     pred = true * np.linspace(0.8, 1.3, len(rows))
     oof = pd.DataFrame({"true": true, "pred": pred, "scenario": "offline"})
-    lower, upper = held_out_intervals("power", rows, oof, WITHOUT, groups)
+    lower, upper = held_out_intervals("power", rows, oof, groups)
     # group a's measurements made ten times worse: a's interval stays, the others' widen
     worse = oof.assign(true=np.where(groups == "a", true * 10.0, true))
-    lower2, upper2 = held_out_intervals("power", rows, worse, WITHOUT, groups)
+    lower2, upper2 = held_out_intervals("power", rows, worse, groups)
     a = groups == "a"
     assert lower2[a] == pytest.approx(lower[a]) and upper2[a] == pytest.approx(upper[a])
     assert (upper2[~a] - lower2[~a] > upper[~a] - lower[~a]).all()

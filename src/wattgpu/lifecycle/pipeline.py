@@ -35,7 +35,6 @@ from wattgpu.modeling.splits import SPLITS
 from wattgpu.modeling.targets import check_target, rows_with_target
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
-    difficulty_without,
     fit_interval,
     held_out_intervals,
     interval_figures,
@@ -344,9 +343,7 @@ def assess(
     table, oof = evaluate(target, rows, params, seed=seed, progress=lambda: bar.update(1))
     bar.close()
     logo = oof["LOGO"]
-    lower, upper = held_out_intervals(
-        target, rows, logo, difficulty_without(target), rows["gpu"].to_numpy(), seed=seed
-    )
+    lower, upper = held_out_intervals(target, rows, logo, rows["gpu"].to_numpy(), seed=seed)
     held_out = interval_figures(logo["true"], logo["pred"], lower, upper)
     return Assessment(table, oof, {f"{k}_held_out_gpu": v for k, v in held_out.items()})
 
@@ -384,14 +381,7 @@ def package(
         plots.feature_importance(list(importance.index), importance.to_numpy()),
         "plots/feature_importance.png",
     )
-    bounds = fit_interval(
-        target,
-        rows,
-        assessment.oof["LOGO"],
-        difficulty_without(target),
-        rows["gpu"].to_numpy(),
-        seed=seed,
-    )
+    bounds = fit_interval(target, rows, assessment.oof["LOGO"], rows["gpu"].to_numpy(), seed=seed)
     card = model_card(job, rows, params, assessment, best_value)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)

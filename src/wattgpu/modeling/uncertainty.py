@@ -143,7 +143,6 @@ def fit_interval(
     target: str,
     frame: pd.DataFrame,
     oof: pd.DataFrame,
-    without: tuple[str, ...],
     groups: np.ndarray,
     coverage: float = COVERAGE,
     seed: int = 0,
@@ -154,13 +153,13 @@ def fit_interval(
         target: ``power`` or ``itl``.
         frame: rows with features, in the order of ``oof``.
         oof: out-of-fold ``true``/``pred`` of the rows (leave-one-GPU-out for the served model).
-        without: feature columns the difficulty model leaves out.
         groups: the rows' held-out groups (GPUs for leave-one-GPU-out): the calibration's
             difficulties come from models fitted without the row's group.
         coverage: nominal coverage of the central interval.
         seed: CatBoost's and the inner folds' seed.
 
     """
+    without = difficulty_without(target)
     residuals = log_residuals(oof)
     groups = np.asarray(groups)
     scores = residuals / _cross_fitted_difficulty(target, frame, residuals, without, groups, seed)
@@ -188,7 +187,6 @@ def held_out_intervals(
     target: str,
     frame: pd.DataFrame,
     oof: pd.DataFrame,
-    without: tuple[str, ...],
     groups: np.ndarray,
     coverage: float = COVERAGE,
     seed: int = 0,
@@ -208,7 +206,7 @@ def held_out_intervals(
             continue
         train = np.flatnonzero(~held)
         model = fit_interval(
-            target, frame.iloc[train], oof.iloc[train], without, groups[train], coverage, seed
+            target, frame.iloc[train], oof.iloc[train], groups[train], coverage, seed
         )
         lower[held], upper[held] = interval(model, frame[held], pred[held])
     return lower, upper
