@@ -21,6 +21,22 @@ REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def wattgpu_home(tmp_path_factory) -> Iterator[Path]:
+    """Every test's default stores live in a temporary home, never in the user's ~/.wattgpu.
+
+    Subprocesses inherit it through the environment.
+    """
+    home = tmp_path_factory.mktemp("wattgpu-home")
+    before = os.environ.get("WATTGPU_HOME")
+    os.environ["WATTGPU_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("WATTGPU_HOME", None)
+    else:
+        os.environ["WATTGPU_HOME"] = before
+
+
 def gpu_row(name: str, **overrides: object) -> dict:
     row = {
         "gpu": name,

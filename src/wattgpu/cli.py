@@ -30,7 +30,7 @@ from wattgpu.cli_options import (
     whole_number,
     yes_no_option,
 )
-from wattgpu.config import DEFAULT_OPTUNA_STORAGE, load_settings
+from wattgpu.config import load_settings
 from wattgpu.errors import QueryError, WattgpuError
 from wattgpu.modeling.targets import TARGETS
 
@@ -136,7 +136,7 @@ def _tune_options(func: Any) -> Any:
             type=text_or_none(),
             default=None,
             help="Optuna storage URL (SQLAlchemy), e.g. postgresql+psycopg2://user@host/db "
-            f"(default: $WATTGPU_OPTUNA_STORAGE or {DEFAULT_OPTUNA_STORAGE}).",
+            "(default: $WATTGPU_OPTUNA_STORAGE, else optuna.db in $WATTGPU_HOME, ~/.wattgpu).",
         ),
         click.option(
             "--study",
@@ -272,7 +272,7 @@ def evaluate(
     from wattgpu.modeling.evaluation import to_markdown
 
     quiet_mlflow()
-    tracking.configure(state.settings.tracking_uri)
+    tracking.configure(state.settings.tracking_uri, must_exist=True)
     if version is not None:
         run_id = registry.version_run_id(target, version)
     run_id = run_id or tracking.latest_parent_run(target)
@@ -300,7 +300,7 @@ def register(state: CliState, target: str, run_id: str | None) -> None:
     from wattgpu.lifecycle import registry, tracking
 
     quiet_mlflow()
-    tracking.configure(state.settings.tracking_uri)
+    tracking.configure(state.settings.tracking_uri, must_exist=True)
     version = registry.register(target, run_id)
     click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
 
@@ -328,7 +328,7 @@ def promote(state: CliState, target: str, version: int, to: str, force: bool) ->
     from wattgpu.lifecycle import registry, tracking
 
     quiet_mlflow()
-    tracking.configure(state.settings.tracking_uri)
+    tracking.configure(state.settings.tracking_uri, must_exist=True)
     click.echo(_promotion_line(registry.promote(target, version, to, force=force)))
 
 
@@ -359,7 +359,7 @@ def list_models(state: CliState, target: str, fmt: str) -> None:
     from wattgpu.lifecycle import registry, tracking
 
     quiet_mlflow()
-    tracking.configure(state.settings.tracking_uri)
+    tracking.configure(state.settings.tracking_uri, must_exist=True)
     table = pd.concat([registry.list_versions(t) for t in _targets(target)], ignore_index=True)
     if table.empty and fmt == "table":
         click.echo("no registered models; run `wattgpu main` or `wattgpu register --target power`")
@@ -412,7 +412,7 @@ def serve(
     from wattgpu.lifecycle import registry, serving, tracking
 
     settings = state.settings
-    tracking.configure(settings.tracking_uri)
+    tracking.configure(settings.tracking_uri, must_exist=True)
     uri = registry.model_uri(target, alias)
     local = mlflow.artifacts.download_artifacts(artifact_uri=uri)
     os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri
@@ -422,6 +422,35 @@ def serve(
     command = [sys.executable, "-m", "uvicorn", "--factory", "wattgpu.lifecycle.serving:create_app"]
     command += ["--host", host, "--port", str(port), "--workers", str(workers)]
     os.execv(sys.executable, command)
+
+
+@cli.command()
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=5000, show_default=True, help="TCP port."
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: all)."
+)
+@yes_no_option("--print-only", default=False, help="Print where the stores are; start nothing.")
+@pass_state
+def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
+    """Open MLflow's UI on the store the other commands use (runs, models, evaluations).
+
+    The stores are ``mlflow.db`` (with ``mlruns/``) and ``optuna.db`` in $WATTGPU_HOME
+    (~/.wattgpu) unless MLFLOW_TRACKING_URI / WATTGPU_OPTUNA_STORAGE say otherwise; the
+    command prints them as variables, so that ``export $(wattgpu ui --print-only true)`` points
+    ``mlflow run`` and ``mlflow`` itself at the same stores.
+    """
+    settings = state.settings
+    click.echo(f"MLFLOW_TRACKING_URI={settings.tracking_uri}")
+    click.echo(f"WATTGPU_OPTUNA_STORAGE={settings.optuna_storage}")
+    if print_only:
+        return
+    settings.home.mkdir(parents=True, exist_ok=True)
+    os.chdir(settings.home)  # anything the UI server writes of its own lands in the home
+    click.echo(f"MLflow UI on http://{host}:{port}", err=True)
+    mlflow_cli = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port)]
+    os.execv(sys.executable, [*mlflow_cli, "--backend-store-uri", settings.tracking_uri])
 
 
 @cli.command()

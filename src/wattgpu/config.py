@@ -6,12 +6,28 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-SHIPPED_DATA_DIR = Path(__file__).resolve().parent / "data" / "shipped"
-"""The catalogues and the real measurements that ship inside the package (see its README.md)."""
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _top_level_folder(name: str) -> Path:
+    """The repository's top-level folder ``name`` (``data``, ``expectations``), wherever it is.
+
+    It is the single source. A wheel carries it inside the package as ``wattgpu/shipped_NAME``
+    (pyproject's ``package-dir`` maps it there); a source checkout, editable install included,
+    reads the folder itself, two levels above this file.
+    """
+    installed = _PACKAGE_DIR / f"shipped_{name}"
+    return installed if installed.is_dir() else _PACKAGE_DIR.parents[1] / name
+
+
+SHIPPED_DATA_DIR = _top_level_folder("data")
+"""The catalogues and the real measurements that ship with WattGPU (see its README.md)."""
+EXPECTATIONS_DIR = _top_level_folder("expectations")
+"""The Great Expectations suites, one JSON file per table."""
 EXTERNAL_DATA_DIR = Path("data") / "external"
 """Where ``wattgpu data fetch`` / ``import`` write by default, relative to the working directory."""
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-DEFAULT_OPTUNA_STORAGE = "sqlite:///optuna.db"
+DEFAULT_HOME = Path("~/.wattgpu")
+"""Where runs, models and studies live unless ``WATTGPU_HOME`` or the store variables say."""
 
 
 @dataclass(frozen=True)
@@ -20,15 +36,25 @@ class Settings:
 
     Attributes:
         data_dir: folder holding ``gpus.csv``, ``llms.csv`` and ``measurements/`` (default: the
-            copy shipped inside the package, so commands work from any directory).
-        tracking_uri: MLflow tracking URI.
-        optuna_storage: default Optuna storage URL.
+            data shipped with the package, so commands work from any directory).
+        home: the folder of the default stores (``mlflow.db``, its ``mlruns/`` artifacts and
+            ``optuna.db``), the same from any directory.
+        tracking_uri: MLflow tracking URI (default: ``mlflow.db`` in ``home``).
+        optuna_storage: default Optuna storage URL (default: ``optuna.db`` in ``home``).
 
     """
 
     data_dir: Path = SHIPPED_DATA_DIR
-    tracking_uri: str = DEFAULT_TRACKING_URI
-    optuna_storage: str = DEFAULT_OPTUNA_STORAGE
+    home: Path = DEFAULT_HOME.expanduser()
+    tracking_uri: str = ""
+    optuna_storage: str = ""
+
+    def __post_init__(self) -> None:
+        # The stores default to the home, so a Settings(home=...) alone is complete.
+        if not self.tracking_uri:
+            object.__setattr__(self, "tracking_uri", sqlite_uri(self.home / "mlflow.db"))
+        if not self.optuna_storage:
+            object.__setattr__(self, "optuna_storage", sqlite_uri(self.home / "optuna.db"))
 
     @property
     def gpus_csv(self) -> Path:
@@ -46,12 +72,17 @@ class Settings:
         return self.data_dir / "measurements"
 
 
+def sqlite_uri(path: Path) -> str:
+    """The SQLAlchemy URL of an SQLite file (absolute, so it means the same from any directory)."""
+    return f"sqlite:///{path.expanduser().resolve()}"
+
+
 def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None = None) -> Settings:
     """Build the settings from environment variables; the CLI calls it once, at command start.
 
-    ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``MLFLOW_TRACKING_URI``
-    (default an SQLite file ``mlflow.db`` in the working directory) and
-    ``WATTGPU_OPTUNA_STORAGE`` (default ``sqlite:///optuna.db``).
+    ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``WATTGPU_HOME`` (default
+    ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home) and
+    ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home).
 
     Args:
         environ: the variables to read (default: ``os.environ``).
@@ -61,6 +92,7 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
     env = os.environ if environ is None else environ
     return Settings(
         data_dir=Path(data_dir or env.get("WATTGPU_DATA_DIR") or SHIPPED_DATA_DIR),
-        tracking_uri=env.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI,
-        optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or DEFAULT_OPTUNA_STORAGE,
+        home=Path(env.get("WATTGPU_HOME") or DEFAULT_HOME).expanduser(),
+        tracking_uri=env.get("MLFLOW_TRACKING_URI") or "",
+        optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or "",
     )

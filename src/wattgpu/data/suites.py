@@ -1,6 +1,6 @@
 """The expectation suites of the three tables, built in code, and the derived check columns.
 
-This module is the source of truth for ``wattgpu/data/expectations/*.json``:
+This module is the source of truth for the suites in ``expectations/*.json``:
 ``python -m wattgpu.data.validation`` rewrites those files from :func:`build_suites`, and a test
 fails when they drift apart.
 
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattgpu.config import EXPECTATIONS_DIR
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
     GPU_NUMERIC_COLUMNS,
@@ -30,8 +31,6 @@ from wattgpu.data.catalog import (
 )
 from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
 
-EXPECTATIONS_DIR = Path(__file__).resolve().parent / "expectations"
-"""Where the committed suites live (``wattgpu/data/expectations/``, shipped with the package)."""
 
 TABLES = ("gpus", "llms", "measurements")
 

@@ -1,7 +1,7 @@
 """Validating the catalogues and the measurements with Great Expectations.
 
 The only module that imports Great Expectations. Suites are read from
-``wattgpu/data/expectations/*.json`` (built by :mod:`wattgpu.data.suites`, written by
+``expectations/*.json`` (built by :mod:`wattgpu.data.suites`, written by
 :func:`write_suites`); each table gets its derived check columns, and every table is validated in
 one ephemeral context through a checkpoint. When a docs folder is given, the checkpoint's
 ``UpdateDataDocsAction`` writes Data Docs HTML there (``<docs_dir>/index.html``).

@@ -77,7 +77,7 @@ def ask_models(
         if url:
             answer = ask_server(url, queries)
         else:
-            tracking.configure(settings.tracking_uri)
+            tracking.configure(settings.tracking_uri, must_exist=True)
             answer = ask_loaded_model(registry.load(target, alias), queries)
         # the served answer holds None (JSON null) where there is no number: NaN here
         for column in FLOAT_OUTPUTS:

@@ -318,9 +318,9 @@ def model_uri(target: str, alias: str) -> str:
     name = model_name(target)
     if _alias_version(client, name, alias) is None:
         raise ModelNotFound(
-            f"{name} has no version with alias {alias!r}; register one "
-            f"(`wattgpu register --target {target}`) "
-            f"and promote it (`wattgpu promote {target} --version N --to {alias}`)"
+            f"{name} has no version with alias {alias!r} in {tracking.store_name()}; run "
+            f"`wattgpu main`, or register one (`wattgpu register --target {target}`) and "
+            f"promote it (`wattgpu promote --target {target} --version N --to {alias}`)"
         )
     return f"models:/{name}@{alias}"
 

@@ -26,10 +26,43 @@ EVALUATION_CSV = "evaluation/evaluation.csv"
 HEARTBEAT_TAG = "wattgpu.heartbeat"
 
 
-def configure(tracking_uri: str) -> None:
-    """Point MLflow at ``tracking_uri`` and keep it from writing telemetry under ``~/.config``."""
+def configure(tracking_uri: str, *, must_exist: bool = False) -> None:
+    """Point MLflow at ``tracking_uri`` and keep it from writing telemetry under ``~/.config``.
+
+    Args:
+        tracking_uri: the store.
+        must_exist: the command only reads (predict, models, promote, ...): an SQLite store that
+            is not there is an error naming the file and what to run, rather than an empty
+            database left behind. Otherwise the store's folder is created.
+
+    Raises:
+        ModelNotFound: ``must_exist`` and the SQLite file does not exist.
+
+    """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    database = sqlite_file(tracking_uri)
+    if database is not None and must_exist and not database.is_file():
+        raise ModelNotFound(
+            f"no models yet: the store {database} does not exist; run `wattgpu main` to train "
+            "and register them, or point MLFLOW_TRACKING_URI or WATTGPU_HOME at the store that has them"
+        )
+    if database is not None:
+        database.parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(tracking_uri)
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of an ``sqlite:///`` URI (``None`` for any other store)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///")).expanduser().resolve()
+
+
+def store_name() -> str:
+    """Where MLflow looks now, for messages: the SQLite file, else the URI."""
+    uri = mlflow.get_tracking_uri()
+    database = sqlite_file(uri)
+    return str(database) if database is not None else uri
 
 
 # How long a tracking server may take to answer the first request of a job.
@@ -104,11 +137,8 @@ def _artifact_root() -> str | None:
     MLflow's own default is ``./mlruns`` of whatever directory the experiment happened to be
     created from; tying it to the database keeps a store and its artifacts together.
     """
-    uri = mlflow.get_tracking_uri()
-    if uri.startswith("sqlite:///"):
-        database = Path(uri.removeprefix("sqlite:///")).resolve()
-        return (database.parent / "mlruns").as_uri()
-    return None
+    database = sqlite_file(mlflow.get_tracking_uri())
+    return None if database is None else (database.parent / "mlruns").as_uri()
 
 
 @contextmanager
@@ -254,8 +284,8 @@ def latest_parent_run(target: str) -> str:
     )
     if not runs:
         raise ModelNotFound(
-            f"no finished tuning run for target {target!r}; "
-            f"run `wattgpu tune --target {target}` first"
+            f"no finished tuning run for target {target!r} in {store_name()}; "
+            f"run `wattgpu main` or `wattgpu tune --target {target}` first"
         )
     return runs[0].info.run_id
 

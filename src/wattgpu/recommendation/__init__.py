@@ -92,7 +92,7 @@ def model_predictor(
     loaded = {}
     for target, url in urls.items():
         if not url:
-            tracking.configure(settings.tracking_uri)
+            tracking.configure(settings.tracking_uri, must_exist=True)
             loaded[target] = registry.load(target, alias)
 
     def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:

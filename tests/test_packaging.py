@@ -1,0 +1,43 @@
+"""The top level the design card names, and a wheel that carries it.
+
+``data/`` and ``expectations/`` are the single source of the shipped data and suites; pyproject
+maps them into the package so a plain (non-editable) install still has them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from wattgpu.config import EXPECTATIONS_DIR, SHIPPED_DATA_DIR
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_top_level_holds_the_data_and_the_suites():
+    assert sorted(p.name for p in (REPO / "expectations").glob("*.json")) == [
+        "gpus.json",
+        "llms.json",
+        "measurements.json",
+    ]
+    for name in ("gpus.csv", "llms.csv", "README.md"):
+        assert (REPO / "data" / name).is_file(), name
+    assert list((REPO / "data" / "measurements").glob("*.csv"))
+    # no second copy inside the package
+    assert not list((REPO / "src").rglob("*.csv")) and not list((REPO / "src").rglob("*.json"))
+
+
+def test_a_checkout_reads_the_top_level_folders():
+    assert SHIPPED_DATA_DIR == REPO / "data"
+    assert EXPECTATIONS_DIR == REPO / "expectations"
+
+
+def test_the_wheel_lists_every_package_and_maps_the_folders():
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(p.parent.relative_to(REPO / "src").parts)
+        for p in (REPO / "src").rglob("__init__.py")
+    }
+    mapped = {"wattgpu.shipped_data": "data", "wattgpu.shipped_expectations": "expectations"}
+    assert set(setuptools["packages"]) == on_disk | set(mapped)
+    assert {k: v for k, v in setuptools["package-dir"].items() if k} == mapped
