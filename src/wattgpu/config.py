@@ -37,17 +37,17 @@ class Settings:
     Attributes:
         data_dir: folder holding ``gpus.csv``, ``llms.csv`` and ``measurements/`` (default: the
             data shipped with the package, so commands work from any directory).
-        home: the folder of the default stores (``mlflow.db``, its ``mlruns/`` artifacts and
-            ``optuna.db``), the same from any directory.
         tracking_uri: MLflow tracking URI (default: ``mlflow.db`` in ``home``).
         optuna_storage: default Optuna storage URL (default: ``optuna.db`` in ``home``).
+        home: the folder of the default stores (``mlflow.db``, its ``mlruns/`` artifacts and
+            ``optuna.db``), the same from any directory.
 
     """
 
     data_dir: Path = SHIPPED_DATA_DIR
-    home: Path = DEFAULT_HOME.expanduser()
     tracking_uri: str = ""
     optuna_storage: str = ""
+    home: Path = DEFAULT_HOME.expanduser()
 
     def __post_init__(self) -> None:
         # The stores default to the home, so a Settings(home=...) alone is complete.
