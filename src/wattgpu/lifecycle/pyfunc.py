@@ -8,6 +8,7 @@ access to this repository.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -28,8 +29,12 @@ from wattgpu.errors import WattgpuError
 from wattgpu.modeling.card import IntervalSpec, ModelCard
 from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.models import Regressor
-from wattgpu.modeling.queries import ALL_FIELDS
+from wattgpu.modeling.queries import ALL_FIELDS, query_frame
 from wattgpu.modeling.uncertainty import IntervalModel
+
+# What the served model imports, pinned in its environment (the rest comes with mlflow):
+# tests/test_served_environment.py checks this against the modules a loaded model imports.
+SERVED_PACKAGES = ("mlflow", "catboost", "pandas", "numpy", "scipy", "scikit-learn", "joblib")
 
 EXAMPLE_QUERY = [
     {
@@ -84,9 +89,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         never the ``NaN`` that strict JSON parsers refuse.
         """
         try:
-            frame = (
-                model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
-            )
+            frame = query_frame(model_input)
             answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
@@ -135,9 +138,9 @@ def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: 
 
     The card gets the packaging filled in: the members, the interval and the query fields.
     """
-    package = Path(wattgpu.__file__).parent
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
+        package = _package_code(root / "code")
         artifacts = {}
         for number, (_, member) in enumerate(model.members):
             path = root / f"model_{number}.cbm"
@@ -167,13 +170,20 @@ def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: 
             code_paths=[str(package)],
             signature=signature(),
             input_example=pd.DataFrame(EXAMPLE_QUERY),
-            pip_requirements=_requirements(),
+            pip_requirements=served_requirements(),
         )
     return info.model_uri
 
 
-def _requirements() -> list[str]:
-    """The served model's pip requirements: the versions installed here."""
+def served_requirements() -> list[str]:
+    """The served model's pip requirements: ``SERVED_PACKAGES`` at the versions installed here."""
     from importlib.metadata import version
 
-    return [f"{name}=={version(name)}" for name in ("mlflow", "catboost", "pandas", "numpy")]
+    return [f"{name}=={version(name)}" for name in SERVED_PACKAGES]
+
+
+def _package_code(folder: Path) -> Path:
+    """A copy of the ``wattgpu`` package for ``code_paths``: its code, not the data it ships."""
+    package = Path(wattgpu.__file__).parent
+    ignore = shutil.ignore_patterns("shipped_*", "__pycache__")
+    return Path(shutil.copytree(package, folder / "wattgpu", ignore=ignore))

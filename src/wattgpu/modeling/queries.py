@@ -204,6 +204,35 @@ def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
     return mapped[codes]
 
 
+def query_frame(payload: Any) -> pd.DataFrame:
+    """The query rows of a request as MLflow hands them over: a frame, records or columns.
+
+    ``{"inputs": {"gpu": [...], "model": [...]}}`` reaches the model as a dict of columns, which
+    pandas refuses when the columns differ in length; that is the client's mistake, said here.
+
+    Raises:
+        QueryError: the columns differ in length, or the payload is no table.
+
+    """
+    if isinstance(payload, pd.DataFrame):
+        return payload
+    if isinstance(payload, dict):
+        lengths = {k: len(v) for k, v in payload.items() if isinstance(v, list | tuple | np.ndarray)}
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+            raise QueryError(f"columns must all have the same length; got {shown}", None)
+        if not lengths:  # one record given as a dict of scalars
+            payload = [payload]
+    try:
+        return pd.DataFrame(payload)
+    except (ValueError, TypeError):
+        raise QueryError(
+            f"the query must be a table: records (a list of objects) or columns of equal "
+            f"length; got {type(payload).__name__}",
+            None,
+        ) from None
+
+
 def _frame_checks(frame: pd.DataFrame | None) -> None:
     if frame is None or len(frame) == 0:
         raise QueryError("empty query: give at least one row with gpu, model and scenario", None)
