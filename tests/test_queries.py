@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import QueryError
-from wattgpu.modeling.queries import RANGES, Range, check_queries
+from wattgpu.modeling.queries import RANGES, Range, check_queries, query_frame
 
 OK = {
     "gpu": "H100",
@@ -231,3 +231,33 @@ def test_numbers_in_a_mixed_column_name_the_bad_row(small_catalog):
         check(*rows, catalog=small_catalog)
     with pytest.raises(QueryError, match=r"^row 1: gpu must be a non-empty string; got \[1\]"):
         check(OK, {**OK, "gpu": [1]}, catalog=small_catalog)
+
+
+def test_query_frame_takes_records_columns_and_one_record():
+    rows = [{"gpu": "L4", "model": "m"}, {"gpu": "T4", "model": "n"}]
+    assert query_frame(rows)["gpu"].tolist() == ["L4", "T4"]
+    assert query_frame({"gpu": ["L4", "T4"], "model": ["m", "n"]})["model"].tolist() == ["m", "n"]
+    assert query_frame({"gpu": "L4", "model": "m"}).to_dict("records") == [rows[0]]
+    frame = pd.DataFrame(rows)
+    assert query_frame(frame) is frame
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (
+            {"gpu": ["L4", "T4"], "model": ["m"]},
+            "columns must all have the same length; got gpu: 2, model: 1",
+        ),
+        (
+            "H100",
+            "the query must be a table: records (a list of objects) or columns of equal "
+            "length; got str",
+        ),
+        (7, "got int"),
+    ],
+)
+def test_query_frame_refuses_what_is_no_table(payload, message):
+    with pytest.raises(QueryError, match=None) as refused:
+        query_frame(payload)
+    assert message in str(refused.value)

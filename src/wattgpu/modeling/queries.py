@@ -217,7 +217,9 @@ def query_frame(payload: Any) -> pd.DataFrame:
     if isinstance(payload, pd.DataFrame):
         return payload
     if isinstance(payload, dict):
-        lengths = {k: len(v) for k, v in payload.items() if isinstance(v, list | tuple | np.ndarray)}
+        lengths = {
+            k: len(v) for k, v in payload.items() if isinstance(v, list | tuple | np.ndarray)
+        }
         if len(set(lengths.values())) > 1:
             shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
             raise QueryError(f"columns must all have the same length; got {shown}", None)
