@@ -32,6 +32,7 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import mlflow
@@ -219,9 +220,9 @@ def measure_in_process(model_uri: str, args: argparse.Namespace) -> list[tuple]:
 
 
 def measure_floor(
-    trivial: Path, env: dict[str, str], root: Path, body: dict[str, tuple[str, int]], requests: int
-) -> tuple:
-    """Single-row latency of a trivial pyfunc behind ``mlflow models serve``: the floor."""
+    trivial: Path, env: dict[str, str], root: Path, body: dict[str, tuple[str, int]], args: Any
+) -> list[tuple]:
+    """A trivial pyfunc behind ``mlflow models serve``: the floor, single rows and 1,000 rows."""
     floor_cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(trivial)]
     floor_cmd += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
     process, url = start(floor_cmd, env, root / "trivial.log")
@@ -229,8 +230,18 @@ def measure_floor(
         with httpx.Client(timeout=60) as client:
             for _ in range(20):
                 timed_post(client, url, body["one"][0])
-        values, wall = latencies(url, body["one"][0], requests, 1)
-        return row("floor: trivial pyfunc, `mlflow models serve`, single row", values, wall, 1)
+            timed_post(client, url, body["thousand"][0])
+        values, wall = latencies(url, body["one"][0], args.requests, 1)
+        batch, batch_wall = latencies(url, body["thousand"][0], args.batches, 1)
+        return [
+            row("floor: trivial pyfunc, `mlflow models serve`, single row", values, wall, 1),
+            row(
+                "floor: trivial pyfunc, `mlflow models serve`, 1,000-row batch",
+                batch,
+                batch_wall,
+                1000,
+            ),
+        ]
     finally:
         stop(process)
 
@@ -262,7 +273,7 @@ def print_report(rows: list[tuple], model_uri: str) -> None:
     print("|---|---|---|---|---|")
     for label, count, p50, p99, rate in rows:
         print(f"| {label} | {count} | {p50:.1f} | {p99:.1f} | {rate} |")
-    floor, served = rows[0][2], rows[1][2]
+    floor, served = rows[0][2], rows[2][2]
     print(f"\nsingle row through the server: {served - floor:+.1f} ms against the trivial pyfunc")
 
 
@@ -273,7 +284,7 @@ def main() -> None:
     parser.add_argument("--target", default="power", choices=["power", "itl"])
     parser.add_argument("--alias", default="production")
     parser.add_argument("--requests", type=int, default=300, help="single-row requests")
-    parser.add_argument("--batches", type=int, default=16, help="1,000-row batches")
+    parser.add_argument("--batches", type=int, default=50, help="1,000-row batches")
     parser.add_argument("--big", type=int, default=3, help="100,000-row requests")
     args = parser.parse_args()
 
@@ -290,7 +301,7 @@ def main() -> None:
         trivial = root / "trivial"
         mlflow.pyfunc.save_model(str(trivial), python_model=Trivial())
         body = bodies()
-        rows = [measure_floor(trivial, env, root, body, args.requests)]
+        rows = measure_floor(trivial, env, root, body, args)
         process, url = start(serve_command(args.target, args.alias, 1), env, root / "one.log")
         try:
             rows += measure_served(url, body, args)
