@@ -169,7 +169,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(command: list[str], env: dict, log_path: Path, url: str):  # noqa: ANN201
+def start_server(command: list[str], env: dict, log_path: Path, url: str, wait_s: float = 180):  # noqa: ANN201
     """Start a model server subprocess and wait until ``url``/ping answers; return the process."""
     import subprocess
     import time
@@ -180,7 +180,7 @@ def start_server(command: list[str], env: dict, log_path: Path, url: str):  # no
         process = subprocess.Popen(
             command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    deadline = time.time() + 180
+    deadline = time.time() + wait_s
     while time.time() < deadline:
         try:
             if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
