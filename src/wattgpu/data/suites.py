@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# re-exported: validation and its tests take the folder of the suites from here
+from wattgpu.config import EXPECTATIONS_DIR  # noqa: F401
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
     GPU_NUMERIC_COLUMNS,
