@@ -157,8 +157,10 @@ def _read_llm_pilot_file(path: Path, rel: str) -> list[dict[str, Any]]:
         raise ValueError("holds no request")
     case = _case(frame, rel)
     ok = frame["status"] == 200
-    # the wall time of the case: first request sent to last answer (or failure) received
-    wall_s = (int(frame["end_timestamp"].max()) - int(frame["start_timestamp"].min())) / 1000
+    # the wall time of the case: first request sent to the last event seen (an answer, a failure,
+    # or the start of a request that failed without an end time)
+    last = max(frame["end_timestamp"].max(), frame["start_timestamp"].max())
+    wall_s = (int(last) - int(frame["start_timestamp"].min())) / 1000
     duration_s = float(_one(frame, "experiment_duration_s"))
     row = case | {"requests": len(frame), "completed_requests": int(ok.sum())}
     row |= {"failed_requests": int((~ok).sum())}
@@ -235,4 +237,7 @@ def import_llm_pilot(raw_dir: Path, catalog: Catalog, *, single_gpu: bool = Fals
         "family",
         "task",
     )
+    for column in provenance:  # absent when no case had an answered request
+        if column not in tidy.columns:
+            tidy[column] = math.nan
     return finish_import(tidy, ids, catalog, single_gpu=single_gpu, provenance=provenance)
