@@ -110,10 +110,9 @@ _folder_import_command(
 )
 _folder_import_command(
     "llm-pilot",
-    "Import LLM-Pilot request logs (results_*_gpu<N>_<type>_u<users>.csv[.xz]) found anywhere "
-    "under DIRECTORY.\n\n"
-    "One server row per (LLM, GPU type, GPU count, users); failed requests are reported with the "
-    "dropped rows.",
+    "Import LLM-Pilot request logs found anywhere under DIRECTORY.\n\n"
+    "Reads results_<model>_gpu<N>_<type>_u<users>.csv[.xz]; writes one server row per (LLM, GPU "
+    "type, GPU count, users) and reports failed requests with the dropped rows.",
 )
 
 
