@@ -104,6 +104,8 @@ def test_power_row_checked_by_hand(small):
     assert (row["input_tokens"], row["output_tokens"]) == (1024, 1024)
     assert (row["family"], row["task"]) == ("power_sweep", "random_in1024_out1024")
     assert pd.isna(row["dtype"])  # not stated by the source (16-bit in its scripts)
+    # software of 2024 (paper PMBS 2024, raw files committed 2024-09-27), not the default 2025
+    assert (small.rows["engine_year"] == 2024).all()
     gh200 = _kept(small, POWER_FILE, 1)
     assert gh200["gpu"] == "NVIDIA GH200 96GB HBM3"
     assert gh200["mean_power_w"] == pytest.approx(445.9110606060606)

@@ -97,6 +97,7 @@ MEASUREMENT_MINIMA = (
     ("batch_size", 1),
     ("input_tokens", 1),
     ("output_tokens", 1),
+    ("concurrency", 1),
 )
 MAX_POWER_OVER_TDP = 1.5
 MAX_ITL_S = 60
