@@ -118,7 +118,8 @@ def test_two_promotions_at_once_end_as_one_order_would(tmp_path, round_):
         assert v1.returncode == 1
         assert v1.stderr.strip() == (
             "Error: refused: wattgpu-power v1 has LOGO MdAPE 2.50 %, worse than production "
-            "v3's 2.00 % on the same data (tolerance 0.1 pp); use --force to promote anyway"
+            "v3's 2.00 % on the same data (120 rows, tolerance 0.1 pp); use --force to promote "
+            "anyway"
         )
         assert after[1][2].startswith("refused production") and "vs production v3" in after[1][2]
         assert (

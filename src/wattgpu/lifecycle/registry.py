@@ -76,8 +76,15 @@ class Figure:
 
     def describe(self) -> str:
         """``2.000 % on data 0123456789ab (240 rows)``."""
-        text = f"{self.mdape:.3f} % on data {self.data[:12] if self.data else 'unknown'}"
+        text = f"{self.mdape:.3f} % on {_data_name(self.data)}"
         return text + (f" ({self.rows} rows)" if self.rows else "")
+
+
+def _data_name(data: str | None) -> str:
+    """A data hash cut to 12 characters for people (``unknown`` when none)."""
+    if not data:
+        return "data unknown"
+    return data if " " in data else f"data {data[:12]}"
 
 
 def register(target: str, run_id: str | None = None) -> int:
@@ -254,9 +261,16 @@ def _promote_held(
             f"{name} v{version} is in production; promote another version to production to "
             f"replace it"
         )
-    decision, production_figure, record, refusal = _gate(
-        version, stage, candidate, production, force, stamp
-    )
+    theirs = _production_figure(production, stage, force)
+    ours = candidate
+    if theirs is not None and candidate.data != theirs.data:
+        shared = _on_shared_rows(client, name, version, candidate, production, theirs)
+        if shared is not None:
+            ours, theirs = shared
+    decision, record, refusal = _gate(version, stage, ours, production, theirs, force, stamp)
+    if ours is not candidate:
+        own = _figure(production).describe()
+        record += f" (own figures: v{version} {candidate.describe()}, production {own})"
     tag = f"wattgpu.promotion.{stage}"
     if decision == "refused":
         fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
@@ -267,8 +281,8 @@ def _promote_held(
         target,
         version,
         stage,
-        candidate.mdape,
-        None if production_figure is None else production_figure.mdape,
+        ours.mdape,
+        None if theirs is None else theirs.mdape,
         replaced if stage == "production" else None,
         decision == "forced",
     )
@@ -287,28 +301,75 @@ def _figure(version: Any) -> Figure:
     return Figure(found, version.tags.get(GATE_DATA_TAG) or None, version.tags.get(GATE_ROWS_TAG))
 
 
+def _production_figure(production: Any | None, stage: str, force: bool) -> Figure | None:
+    """Production's gate figure (None: no production, or no figure and none needed).
+
+    A production without the figure is needed only by an unforced promotion to production, which
+    ``_figure`` refuses with ``ModelNotFound``.
+    """
+    if production is None:
+        return None
+    if GATE_TAG in production.tags or (stage == "production" and not force):
+        return _figure(production)
+    return None
+
+
+# The fewest rows two versions' evaluations must share to be compared on them.
+MIN_SHARED_ROWS = 20
+ROW_KEY = ["gpu", "model", "scenario", "true"]
+
+
+def _on_shared_rows(
+    client: MlflowClient, name: str, version: int, ours: Figure, production: Any, theirs: Figure
+) -> tuple[Figure, Figure] | None:
+    """Both versions' LOGO MdAPE on the rows both evaluations predicted held out, or None.
+
+    Each tuning run logs its out-of-fold LOGO predictions (``LOGO_OOF_CSV``): every row there
+    was predicted by a model that never saw its GPU. On the rows the two runs share (same GPU,
+    LLM, scenario and measured value, each once in both), the two figures compare like with
+    like. A version's saved model cannot be scored on its own training rows instead: it has
+    seen them. None when a run's predictions are missing or they share fewer than
+    ``MIN_SHARED_ROWS`` rows.
+    """
+    frames = []
+    for entity in (_version(client, name, version), production):
+        run_id = entity.tags.get("wattgpu.run_id") or entity.run_id
+        if not run_id:
+            return None
+        try:
+            frame = tracking.load_frame(run_id, LOGO_OOF_CSV)
+        except ModelNotFound:
+            return None
+        frames.append(frame.drop_duplicates(ROW_KEY, keep=False))
+    shared = frames[0].merge(frames[1], on=ROW_KEY, suffixes=("_ours", "_theirs"))
+    if len(shared) < MIN_SHARED_ROWS:
+        return None
+    data = f"rows shared by data {(ours.data or '?')[:12]} and {(theirs.data or '?')[:12]}"
+    return (
+        Figure(mdape(shared["true"], shared["pred_ours"]), data, str(len(shared))),
+        Figure(mdape(shared["true"], shared["pred_theirs"]), data, str(len(shared))),
+    )
+
+
 def _gate(
     version: int,
     stage: str,
     candidate: Figure,
     production: Any | None,
+    theirs: Figure | None,
     force: bool,
     stamp: str,
-) -> tuple[str, Figure | None, str, str]:
-    """The decision (accepted / refused / forced), production's figure, the record, the refusal.
+) -> tuple[str, str, str]:
+    """The decision (accepted / refused / forced), the record to tag, the refusal's line.
 
     Only a promotion to production can be refused; staging records the comparison. A
     production without the gate's tag (registered outside wattgpu) is compared with nothing
-    when forced or for staging, and refuses an unforced promotion to production. Figures
-    measured on different data (or on unknown data) are not compared: production refuses such
-    a candidate unless forced.
+    when forced or for staging. Figures measured on different data are not compared:
+    production refuses such a candidate unless forced.
     """
     gated = stage == "production"
     if production is not None and int(production.version) == version:
-        return "accepted", None, f"accepted {stage} at {stamp}: already in production", ""
-    theirs = None
-    if production is not None and (GATE_TAG in production.tags or (gated and not force)):
-        theirs = _figure(production)
+        return "accepted", f"accepted {stage} at {stamp}: already in production", ""
     comparable = theirs is not None and candidate.data is not None and theirs.data == candidate.data
     worse = comparable and candidate.mdape > theirs.mdape + TOLERANCE_PP
     unlike = theirs is not None and not comparable
@@ -328,19 +389,21 @@ def _gate(
     refusal = ""
     if decision == "refused" and unlike:
         refusal = (
-            f"refused: {production.name} v{version} was evaluated on other data than production "
-            f"v{production.version} (data {candidate.data or 'unknown'} vs "
-            f"{theirs.data or 'unknown'}), so its LOGO MdAPE {candidate.mdape:.2f} % cannot be "
-            f"compared with production's {theirs.mdape:.2f} %; retrain both on the same data, "
-            f"or use --force to promote anyway"
+            f"refused: {production.name} v{version} and production v{production.version} were "
+            f"evaluated on different data ({_data_name(candidate.data)} vs "
+            f"{_data_name(theirs.data)}) sharing fewer than {MIN_SHARED_ROWS} rows, so their "
+            f"LOGO MdAPEs ({candidate.mdape:.2f} %, {theirs.mdape:.2f} %) cannot be compared; "
+            f"retrain one on the other's data, or use --force to promote anyway"
         )
     elif decision == "refused":
+        on = "the same data" if " " not in (candidate.data or "") else f"the {candidate.data}"
+        rows = f"{candidate.rows} rows, " if candidate.rows else ""
         refusal = (
             f"refused: {production.name} v{version} has LOGO MdAPE {candidate.mdape:.2f} %, worse "
-            f"than production v{production.version}'s {theirs.mdape:.2f} % on the same data "
-            f"(tolerance {TOLERANCE_PP} pp); use --force to promote anyway"
+            f"than production v{production.version}'s {theirs.mdape:.2f} % on {on} "
+            f"({rows}tolerance {TOLERANCE_PP} pp); use --force to promote anyway"
         )
-    return decision, theirs, record, refusal
+    return decision, record, refusal
 
 
 def _move(
