@@ -62,8 +62,10 @@ print("promoted", flush=True)
 """
 
 
-def start_promoter(tmp_path, version: int, stall: str, lease: float) -> subprocess.Popen:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def start_promoter(
+    tmp_path, version: int, stall: str, lease: float, uri: str = ""
+) -> subprocess.Popen:
+    uri = uri or f"sqlite:///{tmp_path / 'mlflow.db'}"
     return subprocess.Popen(
         [sys.executable, "-c", PROMOTER, uri, str(version), stall, str(lease)],
         stdout=subprocess.PIPE,
@@ -82,11 +84,16 @@ def wait_stopped(pid: int) -> None:
 
 
 def test_a_stalled_holders_writes_are_refused_and_the_end_state_is_one_order(tmp_path):
+    stalled_holder(tmp_path)
+
+
+def stalled_holder(tmp_path, uri: str = "") -> None:
+    """A holder stopped past its lease while a second promotion runs: only the second lands."""
     # production v1 at 3 %; v2 (2 %) and v3 (2.5 %) both beat it, and v2 would beat v3.
-    client = make_registry(tmp_path, {1: 3.0, 2: 2.0, 3: 2.5})
+    client = make_registry(tmp_path, {1: 3.0, 2: 2.0, 3: 2.5}, uri=uri)
     registry.promote("power", 1, "production")
     # A takes the lock (a 6 s lease), reads production (v1), and is stopped before any write.
-    stalled = start_promoter(tmp_path, 2, "stop", lease=6)
+    stalled = start_promoter(tmp_path, 2, "stop", lease=6, uri=uri)
     assert stalled.stdout.readline().strip() == "read production"
     wait_stopped(stalled.pid)
     # B waits until it has seen A's lock for a whole lease, takes it over, and promotes v3.

@@ -25,13 +25,14 @@ NAME = "wattgpu-power"
 
 
 def make_registry(
-    tmp_path, mdapes: dict[int, float | None], data: dict[int, str] | None = None
+    tmp_path, mdapes: dict[int, float | None], data: dict[int, str] | None = None, uri: str = ""
 ) -> MlflowClient:
     """Versions 1..n of wattgpu-power with these LOGO MdAPEs (None: no wattgpu tags).
 
-    Each figure was measured on data ``data[version]`` (default: all on data ``d1``).
+    Each figure was measured on data ``data[version]`` (default: all on data ``d1``). The store:
+    ``uri``, by default an SQLite file in ``tmp_path``.
     """
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = uri or f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracking.configure(uri)
     client = MlflowClient(uri)
     client.create_registered_model(NAME)
@@ -62,9 +63,11 @@ def state(client: MlflowClient) -> dict[int, tuple[str, str, str, str]]:
     return found
 
 
-def promote_together(tmp_path, versions: list[int]) -> list[subprocess.CompletedProcess]:
+def promote_together(
+    tmp_path, versions: list[int], uri: str = ""
+) -> list[subprocess.CompletedProcess]:
     """Start one `wattgpu promote` process per version at once; wait for all."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri or f"sqlite:///{tmp_path / 'mlflow.db'}"}
     command = [
         sys.executable,
         "-m",
@@ -95,11 +98,16 @@ def promote_together(tmp_path, versions: list[int]) -> list[subprocess.Completed
 
 @pytest.mark.parametrize("round_", range(3))
 def test_two_promotions_at_once_end_as_one_order_would(tmp_path, round_):
+    two_promotions_at_once(tmp_path)
+
+
+def two_promotions_at_once(tmp_path, uri: str = "") -> None:
+    """Two `wattgpu promote` processes at once end as one of the two orders would."""
     # production v2 at 3 %; v3 (2 %) and v1 (2.5 %) both beat it but v1 loses to v3, so the two
     # orders end differently and an unserialised pair (both compared with v2) matches neither.
-    client = make_registry(tmp_path, {1: 2.5, 2: 3.0, 3: 2.0})
+    client = make_registry(tmp_path, {1: 2.5, 2: 3.0, 3: 2.0}, uri=uri)
     registry.promote("power", 2, "production")
-    v1, v3 = promote_together(tmp_path, [1, 3])
+    v1, v3 = promote_together(tmp_path, [1, 3], uri=uri)
     assert v3.returncode == 0, v3.stderr
     after = state(client)
     assert after[3][:2] == ("production", "Production")
