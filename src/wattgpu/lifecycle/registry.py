@@ -231,13 +231,15 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
             return _promote_held(client, lease, target, version, stage, force, candidate, stamp)
         except promotion_lock.LockBusy as exc:
             # Not fenced: the lock is lost. It only notes on the candidate that this attempt
-            # did not commit, so that no earlier record of it reads as a decision.
-            client.set_model_version_tag(
-                name,
-                str(version),
-                f"wattgpu.promotion.{stage}",
-                f"timed out {stage} at {stamp}: {exc}",
-            )
+            # did not commit, so that no earlier record of it reads as a decision; if even that
+            # fails, the LockBusy below still says what happened.
+            record = f"timed out {stage} at {stamp}: {exc}"
+            try:
+                client.set_model_version_tag(
+                    name, str(version), f"wattgpu.promotion.{stage}", record
+                )
+            except MlflowException:
+                pass
             raise
 
 
