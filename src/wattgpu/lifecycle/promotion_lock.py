@@ -34,15 +34,15 @@ attempt, the fencing token; ``holder``: host and pid, for people) and for how lo
   again by creating it. The taker leaves the ``gone-X`` model behind: deleting it would let a
   slow waiter that saw X's lease run out rename a newer lock later. Such tombstones appear only
   when a holder stalled or died.
-- *Fencing.* Every write made under the lock goes through ``fenced``: right before it, the
-  holder checks on its own clock that at least ``MARGIN_S`` of its lease is left and reads the
-  lock back to see its own ``owner`` token under the name; right after it, that the write
-  returned inside the lease. A stalled holder that wakes up after a takeover is refused at its
-  next write. What the fence cannot do: the registry has no conditional write, so a write whose
-  request was sent after a passed check and then took longer than ``MARGIN_S`` to reach the
-  store (one request, with MLflow's retries) can still land after a takeover. The holder then
-  learns it (the write returns past its lease) and says so; the next promotion tidies the
-  aliases and stages again from the aliases.
+- *Fencing.* Every write of a promotion (and a registration's version and alias) is fenced
+  (``fenced``, ``fence``): right before it, the holder checks on its own clock that at least
+  ``MARGIN_S`` of its lease is left and reads the lock back to see its own ``owner`` token under
+  the name; right after it, that the write returned inside the lease. A stalled holder that
+  wakes up after a takeover is refused at its next write. What the fence cannot do: the registry
+  has no conditional write, so a write whose request was sent after a passed check and then took
+  longer than ``MARGIN_S`` to reach the store (one request, with MLflow's retries) can still
+  land after a takeover. The holder then learns it (the write returns past its lease) and says
+  so; the next promotion tidies the aliases and stages again from the aliases.
 
 A promotion takes about a second; the lease is ``LEASE_S`` = 30 s, and a waiter waits up to
 ``WAIT_S`` = 60 s, so a dead holder delays the next promotion by at most one lease.
