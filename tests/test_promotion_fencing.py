@@ -119,6 +119,21 @@ def stalled_holder(tmp_path, uri: str = "") -> None:
     assert len(names) == 1 and names.pop().startswith(f"{lock}.gone-")
 
 
+def test_a_stalled_holder_through_a_tracking_server(tmp_path):
+    """The same, every call over HTTP to a real `mlflow server` (with MLflow's REST retries)."""
+    from test_postgres_workers import background, free_port, wait_for
+
+    port = free_port()
+    server = ["mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}"]
+    server += ["--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1"]
+    server += ["--workers", "1"]
+    bin_dir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    with background([*server, "--port", str(port)], env, tmp_path, tmp_path / "server.log") as proc:
+        wait_for(f"http://127.0.0.1:{port}/health", proc, seconds=300)
+        stalled_holder(tmp_path, uri=f"http://127.0.0.1:{port}")
+
+
 def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(tmp_path, monkeypatch):
     client = make_registry(tmp_path, {1: 3.0, 2: 2.0})
     registry.promote("power", 1, "production")
