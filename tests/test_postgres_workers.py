@@ -124,6 +124,23 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
     assert runs["tags.mlflow.parentRunId"].isin(parents["run_id"]).sum() >= 4
 
 
+def test_promotions_on_a_postgres_uri(postgres, tmp_path):
+    """The registry lifecycle tests with the store as a PostgreSQL URI (no tracking server)."""
+    from test_promotion_fencing import stalled_holder
+    from test_registry import two_promotions_at_once
+
+    engine = sqlalchemy.create_engine(postgres, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        for database in ("registry_race", "registry_stall"):
+            connection.execute(sqlalchemy.text(f"CREATE DATABASE {database}"))
+    engine.dispose()
+    base = postgres.rsplit("/", 1)[0]
+    (tmp_path / "race").mkdir()
+    (tmp_path / "stall").mkdir()
+    two_promotions_at_once(tmp_path / "race", uri=f"{base}/registry_race")
+    stalled_holder(tmp_path / "stall", uri=f"{base}/registry_stall")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -24,17 +24,28 @@ pytestmark = pytest.mark.slow
 NAME = "wattgpu-power"
 
 
-def make_registry(tmp_path, mdapes: dict[int, float | None]) -> MlflowClient:
-    """Versions 1..n of wattgpu-power with these LOGO MdAPEs (None: no wattgpu tags)."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def make_registry(
+    tmp_path, mdapes: dict[int, float | None], data: dict[int, str] | None = None, uri: str = ""
+) -> MlflowClient:
+    """Versions 1..n of wattgpu-power with these LOGO MdAPEs (None: no wattgpu tags).
+
+    Each figure was measured on data ``data[version]`` (default: all on data ``d1``). The store:
+    ``uri``, by default an SQLite file in ``tmp_path``.
+    """
+    uri = uri or f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracking.configure(uri)
     client = MlflowClient(uri)
     client.create_registered_model(NAME)
     (tmp_path / "model").mkdir(exist_ok=True)
+    # a tracking server refuses a local folder as a source that belongs to no run
+    source = "s3://wattgpu-tests/model" if uri.startswith("http") else str(tmp_path / "model")
     for version in sorted(mdapes):
         mdape = mdapes[version]
+        measured_on = (data or {}).get(version, "d1")
         tags = {} if mdape is None else {registry.GATE_TAG: str(mdape)}
-        client.create_model_version(NAME, source=str(tmp_path / "model"), tags=tags)
+        if mdape is not None:
+            tags |= {registry.GATE_DATA_TAG: measured_on, registry.GATE_ROWS_TAG: "120"}
+        client.create_model_version(NAME, source=source, tags=tags)
         client.set_registered_model_alias(NAME, registry.CHALLENGER, str(version))
     return client
 
@@ -54,9 +65,11 @@ def state(client: MlflowClient) -> dict[int, tuple[str, str, str, str]]:
     return found
 
 
-def promote_together(tmp_path, versions: list[int]) -> list[subprocess.CompletedProcess]:
+def promote_together(
+    tmp_path, versions: list[int], uri: str = ""
+) -> list[subprocess.CompletedProcess]:
     """Start one `wattgpu promote` process per version at once; wait for all."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri or f"sqlite:///{tmp_path / 'mlflow.db'}"}
     command = [
         sys.executable,
         "-m",
@@ -87,27 +100,42 @@ def promote_together(tmp_path, versions: list[int]) -> list[subprocess.Completed
 
 @pytest.mark.parametrize("round_", range(3))
 def test_two_promotions_at_once_end_as_one_order_would(tmp_path, round_):
+    two_promotions_at_once(tmp_path)
+
+
+def two_promotions_at_once(tmp_path, uri: str = "") -> None:
+    """Two `wattgpu promote` processes at once end as one of the two orders would."""
     # production v2 at 3 %; v3 (2 %) and v1 (2.5 %) both beat it but v1 loses to v3, so the two
     # orders end differently and an unserialised pair (both compared with v2) matches neither.
-    client = make_registry(tmp_path, {1: 2.5, 2: 3.0, 3: 2.0})
+    client = make_registry(tmp_path, {1: 2.5, 2: 3.0, 3: 2.0}, uri=uri)
     registry.promote("power", 2, "production")
-    v1, v3 = promote_together(tmp_path, [1, 3])
+    v1, v3 = promote_together(tmp_path, [1, 3], uri=uri)
     assert v3.returncode == 0, v3.stderr
     after = state(client)
     assert after[3][:2] == ("production", "Production")
     if v1.returncode == 0:  # v1 went first: accepted against v2, then replaced by v3
-        assert "vs production v2 3.000 %; replaced v2" in after[1][2]
-        assert "vs production v1 2.500 %; replaced v1" in after[3][2]
+        assert (
+            "vs production v2 3.000 % on data d1 (120 rows); tolerance 0.1 pp; replaced v2"
+            in (after[1][2])
+        )
+        assert (
+            "vs production v1 2.500 % on data d1 (120 rows); tolerance 0.1 pp; replaced v1"
+            in (after[3][2])
+        )
         assert after[1][1] == "Archived" and after[1][3].startswith("replaced by v3")
         assert after[2][3].startswith("replaced by v1")
     else:  # v3 went first: v1 was compared with v3 and refused, with one line
         assert v1.returncode == 1
         assert v1.stderr.strip() == (
             "Error: refused: wattgpu-power v1 has LOGO MdAPE 2.50 %, worse than production "
-            "v3's 2.00 %; use --force to promote anyway"
+            "v3's 2.00 % on the same data (120 rows, tolerance 0.1 pp); use --force to promote "
+            "anyway"
         )
         assert after[1][2].startswith("refused production") and "vs production v3" in after[1][2]
-        assert "vs production v2 3.000 %; replaced v2" in after[3][2]
+        assert (
+            "vs production v2 3.000 % on data d1 (120 rows); tolerance 0.1 pp; replaced v2"
+            in (after[3][2])
+        )
         assert after[2][3].startswith("replaced by v3") and after[1][3] == ""
     assert after[2][:2] == ("", "Archived")
     # the lock was released and left nothing behind
@@ -125,7 +153,7 @@ def test_aliases_and_stages_tell_one_story(tmp_path):
     staged = registry.promote("power", 3, "staging")
     assert staged.production_mdape == 3.0
     record = client.get_model_version(NAME, "3").tags["wattgpu.promotion.staging"]
-    assert record.startswith("accepted staging") and "vs production v1 3.000 %" in record
+    assert record.startswith("accepted staging") and "vs production v1 3.000 % on data d1" in record
     registry.promote("power", 2, "production")
     registry.promote("power", 1, "production", force=True)  # back again, forced
     after = state(client)

@@ -3,8 +3,15 @@
 Registered models ``wattgpu-power`` and ``wattgpu-itl``. A new version gets the alias
 ``challenger``; promotion moves the ``staging`` / ``production`` alias and, where the installed
 MLflow still supports them, the classic stages (deprecated since MLflow 2.9, still working in 3.x).
-The gate: a version whose leave-one-GPU-out MdAPE is worse than the current production version's
-is refused unless forced; the decision and both numbers are recorded as version tags.
+Registration and promotion of a model run under one lock (``promotion_lock``), each write fenced.
+
+The gate compares like with like: each version carries the leave-one-GPU-out MdAPE of its tuning
+run's evaluation (its out-of-fold LOGO predictions over every training row, not the best trial
+of the search) and the hash of the data it was measured on. A candidate is compared with
+production only when both were measured on the same data; a version worse than production by
+more than ``TOLERANCE_PP`` percentage points is refused unless forced, and so is one measured on
+other data than production's, whose figure says nothing about production's. The decision is
+recorded, after the move, as a version tag with both figures and the data of each.
 """
 
 from __future__ import annotations
@@ -21,11 +28,20 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound, WattgpuError
 from wattgpu.lifecycle import promotion_lock, tracking
+from wattgpu.lifecycle.promotion_lock import fenced
+from wattgpu.modeling.metrics import mdape
 
 STAGES = ("staging", "production")
 CHALLENGER = "challenger"
 GATE_TAG = "wattgpu.logo_mdape"
+GATE_DATA_TAG = "wattgpu.logo_mdape_data"
+GATE_ROWS_TAG = "wattgpu.logo_mdape_rows"
 ARCHIVED_TAG = "wattgpu.archived"
+LOGO_OOF_CSV = "evaluation/oof_LOGO.csv"
+# A candidate is "worse" than production when its LOGO MdAPE exceeds production's by more than
+# this many percentage points (on the same rows): a difference smaller than that is within what
+# two tunings of one recipe on one data set differ by, and is not worth a refusal.
+TOLERANCE_PP = 0.1
 
 
 class PromotionRefused(WattgpuError):
@@ -50,12 +66,35 @@ class Promotion:
     forced: bool
 
 
+@dataclass(frozen=True)
+class Figure:
+    """A version's gate figure: LOGO MdAPE (%) and the data (hash, row count) it was measured on."""
+
+    mdape: float
+    data: str | None
+    rows: str | None
+
+    def describe(self) -> str:
+        """``2.000 % on data 0123456789ab (240 rows)``."""
+        text = f"{self.mdape:.3f} % on {_data_name(self.data)}"
+        return text + (f" ({self.rows} rows)" if self.rows else "")
+
+
+def _data_name(data: str | None) -> str:
+    """A data hash cut to 12 characters for people (``unknown`` when none)."""
+    if not data:
+        return "data unknown"
+    return data if " " in data else f"data {data[:12]}"
+
+
 def register(target: str, run_id: str | None = None) -> int:
     """Register the model of a tuning run (default: the latest finished one); return the version.
 
-    The version gets alias ``challenger`` and tags: run id, data hash, LOGO MdAPE (the gate's
-    number) and the per-scenario evaluation metrics. If tagging fails, the version is deleted, so
-    no half-written entry stays behind.
+    The version gets alias ``challenger`` and tags: run id, data hash, the gate's figure (LOGO
+    MdAPE of the run's evaluation and the data it was measured on) and the per-scenario
+    evaluation metrics. It is created and tagged under the promotion lock, so a promotion
+    running at the same time cannot take the alias away. If tagging fails, the version is
+    deleted, so no half-written entry stays behind.
     """
     run_id = run_id or tracking.latest_parent_run(target)
     run = tracking.get_run(run_id)
@@ -68,39 +107,67 @@ def register(target: str, run_id: str | None = None) -> int:
         raise ModelNotFound(
             f"run {run_id} did not finish (status {run.info.status}); nothing to register"
         )
-    metrics = run.data.metrics
+    source = run.data.tags.get("wattgpu.model_uri")
+    if not source:
+        raise ModelNotFound(
+            f"run {run_id} logged no model (tag wattgpu.model_uri); nothing to register"
+        )
+    tags = _version_tags(run)
     client = MlflowClient()
     name = model_name(target)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    _ensure_model(client, name, target)
+    with promotion_lock.held(client, name) as lease:
+        promotion_lock.fence(client, lease)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            version = mlflow.register_model(source, name)
         try:
-            client.get_registered_model(name)
-        except MlflowException as exc:
-            if exc.error_code not in NOT_FOUND:
-                raise
-            client.create_registered_model(name, description=f"WattGPU {target} model (see README)")
-        source = run.data.tags.get("wattgpu.model_uri")
-        if not source:
-            raise ModelNotFound(
-                f"run {run_id} logged no model (tag wattgpu.model_uri); nothing to register"
+            for key, value in tags.items():
+                client.set_model_version_tag(name, version.version, key, value)
+            fenced(
+                client, lease, client.set_registered_model_alias, name, CHALLENGER, version.version
             )
-        version = mlflow.register_model(source, name)
-    try:
-        tags = {
-            "wattgpu.run_id": run_id,
-            "wattgpu.data_hash": run.data.tags.get("wattgpu.data_hash", ""),
-            GATE_TAG: f"{metrics['best_LOGO_mdape']:.6g}",
-        }
-        for key in sorted(metrics):
-            if key.split("_")[0] in ("LOGO", "LOLO", "CV") and key.endswith(("mdape", "gpu_tau")):
-                tags[f"wattgpu.{key}"] = f"{metrics[key]:.6g}"
-        for key, value in tags.items():
-            client.set_model_version_tag(name, version.version, key, value)
-        client.set_registered_model_alias(name, CHALLENGER, version.version)
-    except Exception:
-        client.delete_model_version(name, version.version)
-        raise
+        except Exception:
+            client.delete_model_version(name, version.version)
+            raise
     return int(version.version)
+
+
+def _ensure_model(client: MlflowClient, name: str, target: str) -> None:
+    """Create the registered model on first use (safe when two registrations race)."""
+    try:
+        client.get_registered_model(name)
+    except MlflowException as exc:
+        if exc.error_code not in NOT_FOUND:
+            raise
+        try:
+            client.create_registered_model(name, description=f"WattGPU {target} model (see README)")
+        except MlflowException as again:
+            if again.error_code != promotion_lock.ALREADY_EXISTS:
+                raise
+
+
+def _version_tags(run: Any) -> dict[str, str]:
+    """A new version's tags: its run, the gate's figure and the run's split metrics."""
+    oof = tracking.load_frame(run.info.run_id, LOGO_OOF_CSV)
+    data = run.data.tags.get("wattgpu.data_hash", "")
+    if oof.empty or not data:
+        raise ModelNotFound(
+            f"run {run.info.run_id} has no LOGO evaluation ({LOGO_OOF_CSV}) or no data hash "
+            f"(tag wattgpu.data_hash), so the quality gate would have no figure; retrain it"
+        )
+    tags = {
+        "wattgpu.run_id": run.info.run_id,
+        "wattgpu.data_hash": data,
+        GATE_TAG: f"{mdape(oof['true'], oof['pred']):.6g}",
+        GATE_DATA_TAG: data,
+        GATE_ROWS_TAG: str(len(oof)),
+    }
+    metrics = run.data.metrics
+    for key in sorted(metrics):
+        if key.split("_")[0] in ("LOGO", "LOLO", "CV") and key.endswith(("mdape", "gpu_tau")):
+            tags[f"wattgpu.{key}"] = f"{metrics[key]:.6g}"
+    return tags
 
 
 # What the registry answers for a model, version or alias that does not exist. Any other error
@@ -139,126 +206,261 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
     """Move alias ``stage`` to ``version``, behind the quality gate, under the promotion lock.
 
     Staging takes any version with the project's tags: the gate compares it with production and
-    records the comparison. Production refuses a version worse than the current one unless
-    forced. The whole read-compare-write runs under ``promotion_lock``, so two promotions at
-    once end as one of the two orders would.
+    records the comparison. Production refuses a version worse than the current one, or one
+    measured on other data, unless forced. The whole read-compare-write runs under
+    ``promotion_lock``, each write fenced, so two promotions at once end as one of the two
+    orders would; the decision is recorded after the move. A promotion that loses the lock
+    records that it timed out instead.
 
     Raises:
         ConfigError: unknown stage, or production asked to step down to staging.
         ModelNotFound: the version does not exist or lacks the project's tags.
-        PromotionRefused: the candidate's LOGO MdAPE is worse than production's (and not forced).
-        LockBusy: another promotion kept the lock too long.
+        PromotionRefused: the candidate is worse than production, or not comparable with it
+            (and not forced).
+        LockBusy: another promotion kept the lock too long, or this one lost it.
 
     """
     if stage not in STAGES:
         raise ConfigError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
     client = MlflowClient()
     name = model_name(target)
-    candidate_mdape = _gate_number(_version(client, name, version))
+    candidate = _figure(_version(client, name, version))
     with promotion_lock.held(client, name) as lease:
-        # Read production only now, under the lock: what the gate compares with is what the
-        # alias move below replaces.
-        production = _alias_version(client, name, "production")
-        if production is not None and int(production.version) == version:
-            if stage == "staging":
-                raise ConfigError(
-                    f"{name} v{version} is in production; promote another version to "
-                    f"production to replace it"
-                )
         stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        decision, production_mdape, record = _gate(
-            version, stage, candidate_mdape, production, force, stamp
+        try:
+            return _promote_held(client, lease, target, version, stage, force, candidate, stamp)
+        except promotion_lock.LockBusy as exc:
+            # Not fenced: the lock is lost. It only notes on the candidate that this attempt
+            # did not commit, so that no earlier record of it reads as a decision; if even that
+            # fails, the LockBusy below still says what happened.
+            record = f"timed out {stage} at {stamp}: {exc}"
+            try:
+                client.set_model_version_tag(
+                    name, str(version), f"wattgpu.promotion.{stage}", record
+                )
+            except MlflowException:
+                pass
+            raise
+
+
+def _promote_held(
+    client: MlflowClient,
+    lease: promotion_lock.Lease,
+    target: str,
+    version: int,
+    stage: str,
+    force: bool,
+    candidate: Figure,
+    stamp: str,
+) -> Promotion:
+    """The gate and the move, with the lock held: read production, decide, move, record."""
+    name = model_name(target)
+    # Read production only now, under the lock: what the gate compares with is what the
+    # alias move below replaces.
+    production = _alias_version(client, name, "production")
+    if production is not None and int(production.version) == version and stage == "staging":
+        raise ConfigError(
+            f"{name} v{version} is in production; promote another version to production to "
+            f"replace it"
         )
-        client.set_model_version_tag(name, str(version), f"wattgpu.promotion.{stage}", record)
-        if decision == "refused":
-            raise PromotionRefused(
-                f"refused: {name} v{version} has LOGO MdAPE {candidate_mdape:.2f} %, worse than "
-                f"production v{production.version}'s {production_mdape:.2f} %; "
-                f"use --force to promote anyway"
-            )
-        promotion_lock.check(lease)
-        replaced = _move(client, name, version, stage, stamp)
+    theirs = _production_figure(production, stage, force)
+    ours = candidate
+    if theirs is not None and candidate.data != theirs.data:
+        shared = _on_shared_rows(client, name, version, candidate, production, theirs)
+        if shared is not None:
+            ours, theirs = shared
+    decision, record, refusal = _gate(version, stage, ours, production, theirs, force, stamp)
+    if ours is not candidate:
+        own = _figure(production).describe()
+        record += f" (own figures: v{version} {candidate.describe()}, production {own})"
+    tag = f"wattgpu.promotion.{stage}"
+    if decision == "refused":
+        fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
+        raise PromotionRefused(refusal)
+    replaced = _move(client, lease, name, version, stage, stamp)
+    fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
     return Promotion(
         target,
         version,
         stage,
-        candidate_mdape,
-        production_mdape,
+        ours.mdape,
+        None if theirs is None else theirs.mdape,
         replaced if stage == "production" else None,
         decision == "forced",
     )
 
 
-def _gate_number(version: Any) -> float:
-    """The version's LOGO MdAPE tag; ``ModelNotFound`` naming what is missing."""
+def _figure(version: Any) -> Figure:
+    """The version's gate figure from its tags; ``ModelNotFound`` naming what is missing."""
     value = version.tags.get(GATE_TAG)
     try:
-        return float(value)
+        found = float(value)
     except (TypeError, ValueError):
         raise ModelNotFound(
             f"{version.name} v{version.version} lacks tag {GATE_TAG} (got {value!r}): it was not "
             f"registered by `wattgpu register`, so the quality gate cannot compare it"
         ) from None
+    return Figure(found, version.tags.get(GATE_DATA_TAG) or None, version.tags.get(GATE_ROWS_TAG))
+
+
+def _production_figure(production: Any | None, stage: str, force: bool) -> Figure | None:
+    """Production's gate figure (None: no production, or no figure and none needed).
+
+    A production without the figure is needed only by an unforced promotion to production, which
+    ``_figure`` refuses with ``ModelNotFound``.
+    """
+    if production is None:
+        return None
+    if GATE_TAG in production.tags or (stage == "production" and not force):
+        return _figure(production)
+    return None
+
+
+# The fewest rows two versions' evaluations must share to be compared on them.
+MIN_SHARED_ROWS = 20
+ROW_KEY = ["gpu", "model", "scenario", "true"]
+
+
+def _on_shared_rows(
+    client: MlflowClient, name: str, version: int, ours: Figure, production: Any, theirs: Figure
+) -> tuple[Figure, Figure] | None:
+    """Both versions' LOGO MdAPE on the rows both evaluations predicted held out, or None.
+
+    Each tuning run logs its out-of-fold LOGO predictions (``LOGO_OOF_CSV``): every row there
+    was predicted by a model that never saw its GPU. On the rows the two runs share (same GPU,
+    LLM, scenario and measured value, each once in both), the two figures compare like with
+    like. A version's saved model cannot be scored on its own training rows instead: it has
+    seen them. None when a run's predictions are missing or they share fewer than
+    ``MIN_SHARED_ROWS`` rows.
+    """
+    frames = []
+    for entity in (_version(client, name, version), production):
+        run_id = entity.tags.get("wattgpu.run_id") or entity.run_id
+        if not run_id:
+            return None
+        try:
+            frame = tracking.load_frame(run_id, LOGO_OOF_CSV)
+        except ModelNotFound:
+            return None
+        frames.append(frame.drop_duplicates(ROW_KEY, keep=False))
+    shared = frames[0].merge(frames[1], on=ROW_KEY, suffixes=("_ours", "_theirs"))
+    if len(shared) < MIN_SHARED_ROWS:
+        return None
+    data = f"rows shared by data {(ours.data or '?')[:12]} and {(theirs.data or '?')[:12]}"
+    return (
+        Figure(mdape(shared["true"], shared["pred_ours"]), data, str(len(shared))),
+        Figure(mdape(shared["true"], shared["pred_theirs"]), data, str(len(shared))),
+    )
 
 
 def _gate(
     version: int,
     stage: str,
-    candidate_mdape: float,
+    candidate: Figure,
     production: Any | None,
+    theirs: Figure | None,
     force: bool,
     stamp: str,
-) -> tuple[str, float | None, str]:
-    """The decision (accepted / refused / forced), production's number and the record to tag.
+) -> tuple[str, str, str]:
+    """The decision (accepted / refused / forced), the record to tag, the refusal's line.
 
     Only a promotion to production can be refused; staging records the comparison. A
     production without the gate's tag (registered outside wattgpu) is compared with nothing
-    when forced or for staging, and refuses an unforced promotion to production.
+    when forced or for staging. Figures measured on different data are not compared:
+    production refuses such a candidate unless forced.
     """
     gated = stage == "production"
     if production is not None and int(production.version) == version:
-        return "accepted", None, f"accepted {stage} at {stamp}: already in production"
-    production_mdape = None
-    if production is not None and (GATE_TAG in production.tags or (gated and not force)):
-        production_mdape = _gate_number(production)
-    worse = production_mdape is not None and candidate_mdape > production_mdape
+        return "accepted", f"accepted {stage} at {stamp}: already in production", ""
+    comparable = theirs is not None and candidate.data is not None and theirs.data == candidate.data
+    worse = comparable and candidate.mdape > theirs.mdape + TOLERANCE_PP
+    unlike = theirs is not None and not comparable
     decision = "accepted"
-    if worse and gated:
+    if gated and (worse or unlike):
         decision = "forced" if force else "refused"
-    record = f"{decision} {stage} at {stamp}: candidate LOGO MdAPE {candidate_mdape:.3f} %"
-    if production_mdape is not None:
-        record += f" vs production v{production.version} {production_mdape:.3f} %"
+    record = f"{decision} {stage} at {stamp}: candidate LOGO MdAPE {candidate.describe()}"
+    if theirs is not None:
+        record += f" vs production v{production.version} {theirs.describe()}"
+        record += "; not comparable: different data" if unlike else f"; tolerance {TOLERANCE_PP} pp"
     elif production is not None:
         record += f" (production v{production.version} has no {GATE_TAG})"
     else:
         record += " (no production version to compare with)"
     if gated and production is not None and decision != "refused":
         record += f"; replaced v{production.version}"
-    return decision, production_mdape, record
+    refusal = ""
+    if decision == "refused" and unlike:
+        refusal = (
+            f"refused: {production.name} v{version} and production v{production.version} were "
+            f"evaluated on different data ({_data_name(candidate.data)} vs "
+            f"{_data_name(theirs.data)}) sharing fewer than {MIN_SHARED_ROWS} rows, so their "
+            f"LOGO MdAPEs ({candidate.mdape:.2f} %, {theirs.mdape:.2f} %) cannot be compared; "
+            f"retrain one on the other's data, or use --force to promote anyway"
+        )
+    elif decision == "refused":
+        on = "the same data" if " " not in (candidate.data or "") else f"the {candidate.data}"
+        rows = f"{candidate.rows} rows, " if candidate.rows else ""
+        refusal = (
+            f"refused: {production.name} v{version} has LOGO MdAPE {candidate.mdape:.2f} %, worse "
+            f"than production v{production.version}'s {theirs.mdape:.2f} % on {on} "
+            f"({rows}tolerance {TOLERANCE_PP} pp); use --force to promote anyway"
+        )
+    return decision, record, refusal
 
 
-def _move(client: MlflowClient, name: str, version: int, stage: str, stamp: str) -> int | None:
-    """Move the alias and make every version's aliases and stage tell one story.
+def _move(
+    client: MlflowClient,
+    lease: promotion_lock.Lease,
+    name: str,
+    version: int,
+    stage: str,
+    stamp: str,
+) -> int | None:
+    """Move the alias (the commit), then make every version's aliases and stage tell one story.
 
-    A version holds at most one of ``challenger``, ``staging``, ``production``; its stage
-    mirrors that alias, and the version that lost the alias is archived. Returns that version.
+    Returns the version that lost the alias, if another.
     """
     previous = _alias_version(client, name, stage)
-    client.set_registered_model_alias(name, stage, str(version))
-    current = client.get_model_version(name, str(version))
-    for alias in set(current.aliases or ()) - {stage}:
+    fenced(client, lease, client.set_registered_model_alias, name, stage, str(version))
+    replaced = None if previous is None or int(previous.version) == version else previous.version
+    _tidy(client, lease, name, {str(replaced): f"replaced by v{version} in {stage} at {stamp}"})
+    return None if replaced is None else int(replaced)
+
+
+def _tidy(
+    client: MlflowClient, lease: promotion_lock.Lease, name: str, notes: dict[str, str]
+) -> None:
+    """Make the aliases tell one story, every write fenced; the aliases are the truth.
+
+    A version holds at most one of ``challenger``, ``staging``, ``production`` (the highest
+    wins); its stage mirrors that alias; a version in stage Staging or Production that holds
+    neither alias is archived, with ``notes`` (by version) or a plain note as its reason. It also
+    finishes a move that a promotion which lost its lock left half done.
+    """
+    held: dict[str, list[str]] = {}
+    for alias, version in (client.get_registered_model(name).aliases or {}).items():
         if alias in (CHALLENGER, *STAGES):
-            client.delete_registered_model_alias(name, alias)
-    if ARCHIVED_TAG in current.tags:
-        client.delete_model_version_tag(name, str(version), ARCHIVED_TAG)
-    _transition_stage(client, name, version, stage.capitalize())
-    if previous is None or int(previous.version) == version:
-        return None
-    client.set_model_version_tag(
-        name, previous.version, ARCHIVED_TAG, f"replaced by v{version} in {stage} at {stamp}"
-    )
-    _transition_stage(client, name, int(previous.version), "Archived")
-    return int(previous.version)
+            held.setdefault(str(version), []).append(alias)
+    for version, aliases in held.items():
+        keep = next(a for a in (*reversed(STAGES), CHALLENGER) if a in aliases)
+        for alias in sorted(set(aliases) - {keep}):
+            fenced(client, lease, client.delete_registered_model_alias, name, alias)
+        held[version] = [keep]
+    for found in client.search_model_versions(f"name='{name}'"):
+        version = str(found.version)
+        alias = (held.get(version) or [""])[0]
+        stage = None
+        if alias in STAGES:
+            stage = alias.capitalize()
+            if ARCHIVED_TAG in found.tags:
+                fenced(client, lease, client.delete_model_version_tag, name, version, ARCHIVED_TAG)
+        elif found.current_stage in ("Staging", "Production"):
+            stage = "Archived"
+            note = notes.get(version, f"held no {found.current_stage.lower()} alias")
+            fenced(client, lease, client.set_model_version_tag, name, version, ARCHIVED_TAG, note)
+        if stage is not None and found.current_stage != stage:
+            promotion_lock.fence(client, lease)
+            _transition_stage(client, name, int(version), stage)
 
 
 def _transition_stage(client: MlflowClient, name: str, version: int, stage: str) -> None:

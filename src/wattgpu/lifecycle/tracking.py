@@ -303,16 +303,19 @@ def get_run(run_id: str) -> Any:
 
 def load_evaluation(run_id: str) -> pd.DataFrame:
     """The evaluation table logged by a tuning run."""
+    return load_frame(run_id, EVALUATION_CSV)
+
+
+def load_frame(run_id: str, artifact_file: str) -> pd.DataFrame:
+    """A CSV artifact of a run (e.g. the evaluation table), or ``ModelNotFound`` naming it."""
     get_run(run_id)
     with tempfile.TemporaryDirectory() as folder:
         try:
             path = mlflow.artifacts.download_artifacts(
-                run_id=run_id, artifact_path=EVALUATION_CSV, dst_path=folder
+                run_id=run_id, artifact_path=artifact_file, dst_path=folder
             )
         except (mlflow.exceptions.MlflowException, OSError):
-            raise ModelNotFound(
-                f"run {run_id!r} has no evaluation table ({EVALUATION_CSV})"
-            ) from None
+            raise ModelNotFound(f"run {run_id!r} has no {artifact_file}") from None
         return pd.read_csv(path)
 
 
