@@ -5,13 +5,9 @@ Registered models ``wattgpu-power`` and ``wattgpu-itl``. A new version gets the 
 MLflow still supports them, the classic stages (deprecated since MLflow 2.9, still working in 3.x).
 Registration and promotion of a model run under one lock (``promotion_lock``), each write fenced.
 
-The gate compares like with like: each version carries the leave-one-GPU-out MdAPE of its tuning
-run's evaluation (its out-of-fold LOGO predictions over every training row, not the best trial
-of the search) and the hash of the data it was measured on. A candidate is compared with
-production only when both were measured on the same data; a version worse than production by
-more than ``TOLERANCE_PP`` percentage points is refused unless forced, and so is one measured on
-other data than production's, whose figure says nothing about production's. The decision is
-recorded, after the move, as a version tag with both figures and the data of each.
+The gate (``gate``) compares the candidate's leave-one-GPU-out MdAPE with production's on the
+same rows; the decision is recorded, after the move, as a version tag with both figures and the
+data of each.
 """
 
 from __future__ import annotations
@@ -28,20 +24,23 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound, WattgpuError
 from wattgpu.lifecycle import promotion_lock, tracking
+from wattgpu.lifecycle.gate import (
+    GATE_DATA_TAG,
+    GATE_ROWS_TAG,
+    GATE_TAG,
+    LOGO_OOF_CSV,
+    Figure,
+    decide,
+    figure,
+    on_shared_rows,
+    production_figure,
+)
 from wattgpu.lifecycle.promotion_lock import fenced
 from wattgpu.modeling.metrics import mdape
 
 STAGES = ("staging", "production")
 CHALLENGER = "challenger"
-GATE_TAG = "wattgpu.logo_mdape"
-GATE_DATA_TAG = "wattgpu.logo_mdape_data"
-GATE_ROWS_TAG = "wattgpu.logo_mdape_rows"
 ARCHIVED_TAG = "wattgpu.archived"
-LOGO_OOF_CSV = "evaluation/oof_LOGO.csv"
-# A candidate is "worse" than production when its LOGO MdAPE exceeds production's by more than
-# this many percentage points (on the same rows): a difference smaller than that is within what
-# two tunings of one recipe on one data set differ by, and is not worth a refusal.
-TOLERANCE_PP = 0.1
 
 
 class PromotionRefused(WattgpuError):
@@ -64,27 +63,6 @@ class Promotion:
     production_mdape: float | None
     previous_production: int | None
     forced: bool
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A version's gate figure: LOGO MdAPE (%) and the data (hash, row count) it was measured on."""
-
-    mdape: float
-    data: str | None
-    rows: str | None
-
-    def describe(self) -> str:
-        """``2.000 % on data 0123456789ab (240 rows)``."""
-        text = f"{self.mdape:.3f} % on {_data_name(self.data)}"
-        return text + (f" ({self.rows} rows)" if self.rows else "")
-
-
-def _data_name(data: str | None) -> str:
-    """A data hash cut to 12 characters for people (``unknown`` when none)."""
-    if not data:
-        return "data unknown"
-    return data if " " in data else f"data {data[:12]}"
 
 
 def register(target: str, run_id: str | None = None) -> int:
@@ -224,7 +202,7 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
         raise ConfigError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
     client = MlflowClient()
     name = model_name(target)
-    candidate = _figure(_version(client, name, version))
+    candidate = figure(_version(client, name, version))
     with promotion_lock.held(client, name) as lease:
         stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         try:
@@ -263,15 +241,16 @@ def _promote_held(
             f"{name} v{version} is in production; promote another version to production to "
             f"replace it"
         )
-    theirs = _production_figure(production, stage, force)
+    theirs = production_figure(production, stage, force)
     ours = candidate
     if theirs is not None and candidate.data != theirs.data:
-        shared = _on_shared_rows(client, name, version, candidate, production, theirs)
+        mine = _version(client, name, version)
+        shared = on_shared_rows(mine, candidate, production, theirs)
         if shared is not None:
             ours, theirs = shared
-    decision, record, refusal = _gate(version, stage, ours, production, theirs, force, stamp)
+    decision, record, refusal = decide(version, stage, ours, production, theirs, force, stamp)
     if ours is not candidate:
-        own = _figure(production).describe()
+        own = figure(production).describe()
         record += f" (own figures: v{version} {candidate.describe()}, production {own})"
     tag = f"wattgpu.promotion.{stage}"
     if decision == "refused":
@@ -288,124 +267,6 @@ def _promote_held(
         replaced if stage == "production" else None,
         decision == "forced",
     )
-
-
-def _figure(version: Any) -> Figure:
-    """The version's gate figure from its tags; ``ModelNotFound`` naming what is missing."""
-    value = version.tags.get(GATE_TAG)
-    try:
-        found = float(value)
-    except (TypeError, ValueError):
-        raise ModelNotFound(
-            f"{version.name} v{version.version} lacks tag {GATE_TAG} (got {value!r}): it was not "
-            f"registered by `wattgpu register`, so the quality gate cannot compare it"
-        ) from None
-    return Figure(found, version.tags.get(GATE_DATA_TAG) or None, version.tags.get(GATE_ROWS_TAG))
-
-
-def _production_figure(production: Any | None, stage: str, force: bool) -> Figure | None:
-    """Production's gate figure (None: no production, or no figure and none needed).
-
-    A production without the figure is needed only by an unforced promotion to production, which
-    ``_figure`` refuses with ``ModelNotFound``.
-    """
-    if production is None:
-        return None
-    if GATE_TAG in production.tags or (stage == "production" and not force):
-        return _figure(production)
-    return None
-
-
-# The fewest rows two versions' evaluations must share to be compared on them.
-MIN_SHARED_ROWS = 20
-ROW_KEY = ["gpu", "model", "scenario", "true"]
-
-
-def _on_shared_rows(
-    client: MlflowClient, name: str, version: int, ours: Figure, production: Any, theirs: Figure
-) -> tuple[Figure, Figure] | None:
-    """Both versions' LOGO MdAPE on the rows both evaluations predicted held out, or None.
-
-    Each tuning run logs its out-of-fold LOGO predictions (``LOGO_OOF_CSV``): every row there
-    was predicted by a model that never saw its GPU. On the rows the two runs share (same GPU,
-    LLM, scenario and measured value, each once in both), the two figures compare like with
-    like. A version's saved model cannot be scored on its own training rows instead: it has
-    seen them. None when a run's predictions are missing or they share fewer than
-    ``MIN_SHARED_ROWS`` rows.
-    """
-    frames = []
-    for entity in (_version(client, name, version), production):
-        run_id = entity.tags.get("wattgpu.run_id") or entity.run_id
-        if not run_id:
-            return None
-        try:
-            frame = tracking.load_frame(run_id, LOGO_OOF_CSV)
-        except ModelNotFound:
-            return None
-        frames.append(frame.drop_duplicates(ROW_KEY, keep=False))
-    shared = frames[0].merge(frames[1], on=ROW_KEY, suffixes=("_ours", "_theirs"))
-    if len(shared) < MIN_SHARED_ROWS:
-        return None
-    data = f"rows shared by data {(ours.data or '?')[:12]} and {(theirs.data or '?')[:12]}"
-    return (
-        Figure(mdape(shared["true"], shared["pred_ours"]), data, str(len(shared))),
-        Figure(mdape(shared["true"], shared["pred_theirs"]), data, str(len(shared))),
-    )
-
-
-def _gate(
-    version: int,
-    stage: str,
-    candidate: Figure,
-    production: Any | None,
-    theirs: Figure | None,
-    force: bool,
-    stamp: str,
-) -> tuple[str, str, str]:
-    """The decision (accepted / refused / forced), the record to tag, the refusal's line.
-
-    Only a promotion to production can be refused; staging records the comparison. A
-    production without the gate's tag (registered outside wattgpu) is compared with nothing
-    when forced or for staging. Figures measured on different data are not compared:
-    production refuses such a candidate unless forced.
-    """
-    gated = stage == "production"
-    if production is not None and int(production.version) == version:
-        return "accepted", f"accepted {stage} at {stamp}: already in production", ""
-    comparable = theirs is not None and candidate.data is not None and theirs.data == candidate.data
-    worse = comparable and candidate.mdape > theirs.mdape + TOLERANCE_PP
-    unlike = theirs is not None and not comparable
-    decision = "accepted"
-    if gated and (worse or unlike):
-        decision = "forced" if force else "refused"
-    record = f"{decision} {stage} at {stamp}: candidate LOGO MdAPE {candidate.describe()}"
-    if theirs is not None:
-        record += f" vs production v{production.version} {theirs.describe()}"
-        record += "; not comparable: different data" if unlike else f"; tolerance {TOLERANCE_PP} pp"
-    elif production is not None:
-        record += f" (production v{production.version} has no {GATE_TAG})"
-    else:
-        record += " (no production version to compare with)"
-    if gated and production is not None and decision != "refused":
-        record += f"; replaced v{production.version}"
-    refusal = ""
-    if decision == "refused" and unlike:
-        refusal = (
-            f"refused: {production.name} v{version} and production v{production.version} were "
-            f"evaluated on different data ({_data_name(candidate.data)} vs "
-            f"{_data_name(theirs.data)}) sharing fewer than {MIN_SHARED_ROWS} rows, so their "
-            f"LOGO MdAPEs ({candidate.mdape:.2f} %, {theirs.mdape:.2f} %) cannot be compared; "
-            f"retrain one on the other's data, or use --force to promote anyway"
-        )
-    elif decision == "refused":
-        on = "the same data" if " " not in (candidate.data or "") else f"the {candidate.data}"
-        rows = f"{candidate.rows} rows, " if candidate.rows else ""
-        refusal = (
-            f"refused: {production.name} v{version} has LOGO MdAPE {candidate.mdape:.2f} %, worse "
-            f"than production v{production.version}'s {theirs.mdape:.2f} % on {on} "
-            f"({rows}tolerance {TOLERANCE_PP} pp); use --force to promote anyway"
-        )
-    return decision, record, refusal
 
 
 def _move(
