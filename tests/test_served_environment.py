@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from importlib.metadata import PackageNotFoundError, packages_distributions, requires
 from pathlib import Path
 
@@ -37,11 +38,14 @@ print(json.dumps(sorted({m.split(".")[0] for m in set(sys.modules) - before})))
 """
 
 
-class Trivial(mlflow.pyfunc.PythonModel):
-    """What MLflow itself imports to load and ask any pyfunc (its optional extras included)."""
+with warnings.catch_warnings():  # MLflow asks for type hints; a trivial model needs none
+    warnings.simplefilter("ignore", UserWarning)
 
-    def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
-        return pd.DataFrame({"prediction": [0.0] * len(model_input)})
+    class Trivial(mlflow.pyfunc.PythonModel):
+        """What MLflow itself imports to load and ask any pyfunc (its optional extras included)."""
+
+        def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
+            return pd.DataFrame({"prediction": [0.0] * len(model_input)})
 
 
 def imported_distributions(model_uri: str, env: dict) -> set[str]:
