@@ -284,7 +284,9 @@ def test_cli_import_argonne(invoke, tmp_path):
         "Nvidia H100 GPU",
         "Nvidia GH200 GPU",
     }
-    assert len(pd.read_csv(output.with_name("argonne.dropped.csv"))) == 3  # the Mixtral (MoE) row is kept
+    assert (
+        len(pd.read_csv(output.with_name("argonne.dropped.csv"))) == 3
+    )  # the Mixtral (MoE) row is kept
     single = tmp_path / "out" / "single.csv"
     result = invoke("import", "argonne", str(raw), "--output", str(single), "--single-gpu")
     assert result.exit_code == 0, result.output

@@ -33,8 +33,16 @@ SIXTEEN_BIT_FORMATS = frozenset({"float16", "fp16", "bfloat16", "bf16"})
 # the embeddings, the output head and the norms in 16-bit.
 EXPERTS_ONLY_FORMATS = frozenset({"mxfp4"})
 KNOWN_FORMATS = tuple(BYTES_PER_PARAM)
+# One name per format, for what a model was trained on.
+CANONICAL_FORMAT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "float8": "fp8"}
 
 
 def is_known_format(name: object) -> bool:
     """Whether ``name`` (any case) is a weight format of ``BYTES_PER_PARAM``."""
     return str(name).lower() in BYTES_PER_PARAM
+
+
+def canonical_format(name: object) -> str:
+    """One name per format (``bf16`` -> ``bfloat16``, ``float8`` -> ``fp8``, ...), lower case."""
+    text = str(name).lower()
+    return CANONICAL_FORMAT.get(text, text)
