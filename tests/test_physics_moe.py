@@ -109,3 +109,19 @@ def test_unknown_dtype_is_refused_in_one_line(tmp_path, monkeypatch):
         "Error: --dtype must be one of float32, fp32, float16, fp16, bfloat16, bf16, fp8, "
         "float8, int8, int4, mxfp4; got 'fp6'"
     ]
+
+
+def test_an_uncatalogued_moe_llm_is_described_by_its_experts(catalog):
+    from wattgpu.errors import QueryError
+    from wattgpu.modeling.queries import check_queries
+
+    spec = {"gpu": "NVIDIA H100 SXM5", "model": "example-org/moe-30b", "scenario": "offline"}
+    spec |= {"batch_size": 1.0, "llm_params_b": 30.0, "llm_active_params_b": 3.0}
+    spec |= {"llm_num_layers": 48, "llm_hidden_size": 2048, "llm_num_attention_heads": 32}
+    spec |= {"llm_num_kv_heads": 4, "llm_vocab_size": 151936}
+    spec |= {"llm_num_experts": 128, "llm_experts_per_token": 8}
+    features = build_features(check_queries(pd.DataFrame([spec]), catalog), catalog)
+    # one expert = (30 - 3)e9 / (128 - 8) = 225,000,000 parameters x 2 bytes = 450,000,000
+    assert features["expert_weight_bytes"].iloc[0] == pytest.approx(450_000_000, rel=1e-12)
+    with pytest.raises(QueryError, match="llm_experts_per_token must be at most llm_num_experts"):
+        check_queries(pd.DataFrame([spec | {"llm_experts_per_token": 200}]), catalog)
