@@ -159,11 +159,16 @@ def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict
             for (_, test), answer in zip(folds, answers, strict=True):
                 pred[test] = answer
             scored = rows.assign(true=rows[MEASURED_COLUMN[target]].astype(float), pred=pred)
-            moe = scored[scored["llm_active_params_b"] < scored["llm_params_b"]]
+            is_moe = scored["llm_active_params_b"] < scored["llm_params_b"]
+            moe = scored[is_moe]
             if len(moe):
                 results.setdefault(f"{split} MoE MdAPE %", []).append(
                     mdape(moe["true"], moe["pred"])
                 )
+                for scenario, part in scored[~is_moe].groupby("scenario"):
+                    results.setdefault(f"{split} {scenario} dense-LLM MdAPE %", []).append(
+                        mdape(part["true"], part["pred"])
+                    )
             for scenario, part in scored.groupby("scenario"):
                 key = f"{split} {scenario}"
                 results.setdefault(f"{key} MdAPE %", []).append(mdape(part["true"], part["pred"]))
