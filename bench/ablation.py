@@ -48,6 +48,8 @@ class Variant:
     encode: Callable[[str, pd.DataFrame], pd.Series] = encode
     decode: Callable[[str, pd.DataFrame, np.ndarray], np.ndarray] = decode
     rows: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
+    # a change made before the prior is refitted (the prior then follows it)
+    physics: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
 
 
 def _log_itl(target: str, frame: pd.DataFrame) -> pd.Series:
@@ -90,12 +92,22 @@ def _itl_with_engine_floor(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _dense_only_weights(frame: pd.DataFrame) -> pd.DataFrame:
+    """The design before issue 18: a step reads the active weights at a flat bytes per weight."""
+    flat = frame["bytes_per_param"].astype(float)
+    active = frame["llm_active_params_b"].astype(float) * 1e9 * flat
+    return frame.assign(dense_weight_bytes=active, expert_weight_bytes=0.0)
+
+
 def variants(target: str) -> list[Variant]:
     """The adopted design first, then one change each."""
     adopted = MEMBERS[target]
     out = [
         Variant("adopted", adopted),
         Variant("without engine_year", adopted, rows=_no_engine_year),
+        Variant(
+            "dense-only weights read (active, flat bytes)", adopted, physics=_dense_only_weights
+        ),
     ]
     if target == "power":
         out += [
@@ -126,7 +138,7 @@ def _folds(frame: pd.DataFrame, split: str, seed: int) -> list[tuple[np.ndarray,
 def _fit_predict(
     variant: Variant, target: str, train: pd.DataFrame, test: pd.DataFrame, seed: int
 ) -> np.ndarray:
-    train, test = refit_prior(train, test)
+    train, test = refit_prior(variant.physics(train), variant.physics(test))
     train, test = variant.rows(train), variant.rows(test)
     label = variant.encode(target, train)
     model = models.fit_members(target, train, label, variant.members, {"thread_count": 1}, seed)
@@ -147,6 +159,16 @@ def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict
             for (_, test), answer in zip(folds, answers, strict=True):
                 pred[test] = answer
             scored = rows.assign(true=rows[MEASURED_COLUMN[target]].astype(float), pred=pred)
+            is_moe = scored["llm_active_params_b"] < scored["llm_params_b"]
+            moe = scored[is_moe]
+            if len(moe):
+                results.setdefault(f"{split} MoE MdAPE %", []).append(
+                    mdape(moe["true"], moe["pred"])
+                )
+                for scenario, part in scored[~is_moe].groupby("scenario"):
+                    results.setdefault(f"{split} {scenario} dense-LLM MdAPE %", []).append(
+                        mdape(part["true"], part["pred"])
+                    )
             for scenario, part in scored.groupby("scenario"):
                 key = f"{split} {scenario}"
                 results.setdefault(f"{key} MdAPE %", []).append(mdape(part["true"], part["pred"]))

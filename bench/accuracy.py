@@ -212,6 +212,7 @@ def run(
                 records += with_intervals(
                     score(oof, "catboost", target, split), target, data, oof, split, seed
                 )
+                records += by_kind(oof, data, target, split)
                 chosen += [{"target": target, **p} for p in params]
             if BASELINE_OF[target] in methods:
                 records += score(baseline, BASELINE_OF[target], target, split)
@@ -222,6 +223,32 @@ def run(
                 if progress:
                     progress(f"{target} {split} xgboost-paper")
     return pd.DataFrame.from_records(records, columns=list(BENCH_COLUMNS)), chosen
+
+
+# The kinds of rows reported on their own beside all rows (issue 18): mixture-of-experts beside
+# dense LLMs, weights below 16 bits (FP8, MXFP4, INT4, ...) beside 16/32-bit ones.
+KINDS = ("dense", "MoE", "16-bit", "quantized")
+
+
+def kind_masks(data: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Which rows of ``data`` (with features) are of each of ``KINDS``."""
+    moe = (data["llm_active_params_b"] < data["llm_params_b"]).to_numpy()
+    quantized = (data["bytes_per_param"] < 2.0).to_numpy()
+    return {"dense": ~moe, "MoE": moe, "16-bit": ~quantized, "quantized": quantized}
+
+
+def by_kind(oof: pd.DataFrame, data: pd.DataFrame, target: str, split: str) -> list[dict[str, Any]]:
+    """The model's records on each kind of row alone (``catboost [KIND]``), from the same folds.
+
+    LOLO on the MoE rows is leave-one-LLM-out over the MoE LLMs: each is predicted by a model
+    that never saw it (but saw the other MoE LLMs and every dense one).
+    """
+    records = []
+    for kind, mask in kind_masks(data).items():
+        if mask.any():
+            part = oof[mask].reset_index(drop=True)
+            records += score(part, f"catboost [{kind}]", target, split)
+    return records
 
 
 def with_intervals(
@@ -342,7 +369,12 @@ def data_line(target: str, rows: pd.DataFrame) -> str:
         f"- {target} rows: {len(data)} ({data['gpu'].nunique()} GPUs, "
         f"{data['model'].nunique()} LLMs; "
         + ", ".join(f"{s} {n}" for s, n in data["scenario"].value_counts().items())
-        + f"; multi-GPU {int((data['num_gpus'] > 1).sum())})"
+        + f"; multi-GPU {int((data['num_gpus'] > 1).sum())}; "
+        + ", ".join(
+            f"{kind} {int(mask.sum())} ({data.loc[mask, 'model'].nunique()} LLMs)"
+            for kind, mask in kind_masks(data).items()
+        )
+        + ")"
     )
     groups, close = near_ties(data, MEASURED_COLUMN[target])
     gpus, count = commonest_gpu_set(data)

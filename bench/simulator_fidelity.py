@@ -88,6 +88,46 @@ def print_report(title: str, constants: PhysicalConstants, report: pd.DataFrame)
             )
 
 
+def designs(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``rows`` under the expert-aware prior and two dense-only designs of the weights read.
+
+    ``experts``: the shipped physics (a step reads the weights outside the routed experts and the
+    distinct experts its tokens hit; bytes per format with embeddings and head in 16-bit).
+    ``active only``: the design before issue 18, every step reads the active parameters at the
+    format's flat bytes per weight. ``all weights``: every step reads every weight (a dense LLM
+    of the total size).
+    """
+    active = rows["llm_active_params_b"] * 1e9 * rows["bytes_per_param"]
+    every = rows["llm_params_b"] * 1e9 * rows["bytes_per_param"]
+    return {
+        "experts": with_prior(rows),
+        "active only": with_prior(rows.assign(dense_weight_bytes=active, expert_weight_bytes=0.0)),
+        "all weights": with_prior(rows.assign(dense_weight_bytes=every, expert_weight_bytes=0.0)),
+    }
+
+
+def print_moe_report(every_row: pd.DataFrame) -> None:
+    """Prior MdAPE on the vLLM MoE and quantized rows, expert physics vs the dense-only designs."""
+    rows = every_row[every_row["engine"].astype(str) == "vllm"]
+    moe = rows["llm_active_params_b"] < rows["llm_params_b"]
+    quantized = rows["bytes_per_param"] < 2.0
+    kinds = {"MoE": moe, "MoE, 16-bit": moe & ~quantized, "quantized": quantized}
+    kinds["dense, 16-bit"] = ~moe & ~quantized
+    print("\n## Mixture-of-experts and quantized rows (vLLM, every GPU count)\n")
+    print("| rows | n (power / ITL) | design | power MdAPE % | ITL MdAPE % |")
+    print("|---|---|---|---|---|")
+    for kind, mask in kinds.items():
+        part = rows[mask]
+        for design, priced in designs(part).items():
+            power = part["mean_power_w"].notna()
+            itl = part["itl_s"].notna()
+            p = mdape(part.loc[power, "mean_power_w"], priced.loc[power, "prior_power_w"])
+            i = mdape(part.loc[itl, "itl_s"], priced.loc[itl, "prior_itl_s"])
+            print(
+                f"| {kind} | {int(power.sum())} / {int(itl.sum())} | {design} | {p:.1f} | {i:.1f} |"
+            )
+
+
 def with_fitted_flag(report: pd.DataFrame, rows: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
     key = rows["source"].astype(str) + "/" + rows["family"].astype(str)
     used = set(zip(key[mask], rows.loc[mask, "engine"], strict=True))
@@ -132,6 +172,7 @@ def main() -> None:
 
     report = with_fitted_flag(fidelity(rows, DEFAULT_CONSTANTS, mask), rows, mask)
     print_report("DEFAULT_CONSTANTS", DEFAULT_CONSTANTS, report)
+    print_moe_report(every_row)
 
     if args.refit:
         start = time.perf_counter()

@@ -23,3 +23,20 @@ def test_queries_inside_the_domain_get_no_warning_and_outside_get_one_each(small
         "engine year 2025 outside the trained years (2023-2024)"
     ]
     assert domain_warnings(other_engine, domain) == ["engine 'tgi' not seen in training (vllm)"]
+
+
+def test_a_weight_format_warns_only_when_not_trained_on(small_catalog):
+    rows = pd.DataFrame(
+        [
+            {"gpu": "NVIDIA H100 SXM5", "model": "meta-llama/Llama-3.1-8B-Instruct"}
+            | {"scenario": "offline", "batch_size": 8.0, "dtype": dtype}
+            for dtype in ("bf16", "fp8")
+        ]
+    )
+    features = build_features(rows, small_catalog)
+    trained = training_domain(features.iloc[:1])
+    assert trained["formats_seen"] == ["bfloat16"] and trained["moe_seen"] is False
+    assert domain_warnings(features, trained)[1] == (
+        "weights in fp8: the model was trained on none (bfloat16 only)"
+    )
+    assert domain_warnings(features, training_domain(features)) == ["", ""]

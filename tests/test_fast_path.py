@@ -62,7 +62,22 @@ def load_model(target: str) -> tuple[Regressor, ModelCard]:
     return Regressor(target, members), card
 
 
+def unchanged(features: pd.DataFrame) -> np.ndarray:
+    """Rows the old code already read right: dense LLMs in 16- or 32-bit weights.
+
+    Issue 18 changed, on purpose, the weights of mixture-of-experts LLMs (a step reads the
+    experts its tokens hit) and of formats below 16 bits (embeddings and head stay 16-bit,
+    scales counted): those rows are compared in tests/test_physics_moe.py instead.
+    """
+    dense = ~(features["llm_active_params_b"] < features["llm_params_b"])
+    dense &= features["llm_num_experts"].isna()
+    return (dense & (features["bytes_per_param"] >= 2.0)).to_numpy()
+
+
 def assert_same(new: pd.DataFrame, old: pd.DataFrame) -> None:
+    keep = unchanged(new)
+    assert keep.sum() > 0.6 * len(new)
+    new, old = new[keep], old[keep]
     for column in (*FEATURE_COLUMNS, *EXTRA_COLUMNS):
         if not pd.api.types.is_numeric_dtype(old[column]):
             assert new[column].astype(str).tolist() == old[column].astype(str).tolist(), column
@@ -92,6 +107,9 @@ def test_measurement_features_are_unchanged(frozen_features, catalog):
 def test_answers_are_unchanged_where_the_configuration_runs(queries, catalog, target):
     old = pd.read_csv(FIXTURES / "frozen_answers.csv.gz", keep_default_na=False)
     old = old[old["target"] == target].reset_index(drop=True)
+    keep = unchanged(build_features(check_queries(queries, catalog), catalog))
+    old = old[keep].reset_index(drop=True)
+    queries = queries[keep].reset_index(drop=True)
     model, card = load_model(target)
     # the frozen answers predate per-row intervals (a constant ratio per scenario then): compare
     # the predictions, and check the interval against a constant difficulty of 1 by hand
@@ -99,7 +117,7 @@ def test_answers_are_unchanged_where_the_configuration_runs(queries, catalog, ta
     new = predict_queries(card, model, bounds, catalog, queries)
     assert new["gpu"].tolist() == old["gpu"].tolist()
     runs = new["prediction"].notna().to_numpy()
-    assert 2000 < runs.sum() < len(new)
+    assert 1500 < runs.sum() < len(new)
     np.testing.assert_allclose(
         new.loc[runs, "prediction"].to_numpy(float),
         old.loc[runs, "prediction"].astype(float).to_numpy(),

@@ -100,9 +100,11 @@ def test_tensor_parallel_divides_weights_and_step_time(small_catalog):
     assert row["bandwidth_latency_s"] == pytest.approx(10.5373e-3, rel=1e-4)
 
 
-def test_fp8_halves_weight_bytes(small_catalog):
+def test_fp8_weight_bytes_keep_embeddings_and_head_in_16_bit(small_catalog):
     row = build_features(query(dtype="fp8"), small_catalog).iloc[0]
-    assert row["weight_bytes"] == pytest.approx(8.03e9)
+    # 2 x 128256 x 4096 = 1,050,673,152 embedding + head weights at 2 bytes, the rest at 1:
+    # 2,101,346,304 + (8,030,000,000 - 1,050,673,152) = 9,080,673,152
+    assert row["weight_bytes"] == pytest.approx(9_080_673_152, rel=1e-12)
 
 
 def test_spec_columns_on_the_row_describe_an_uncatalogued_gpu(small_catalog):
@@ -187,4 +189,6 @@ def test_physics_prior_of_llama_8b_on_h100_at_batch_1_by_hand(small_catalog):
 
 def test_mxfp4_weights_take_about_half_a_byte(small_catalog):
     row = build_features(query(dtype="mxfp4"), small_catalog).iloc[0]
-    assert row["weight_bytes"] == pytest.approx(8.03e9 * 0.53)
+    # a dense LLM: all but embeddings and head at 0.53125 bytes (an E8M0 scale per 32 weights):
+    # 2,101,346,304 + 0.53125 x 6,979,326,848 = 2,101,346,304 + 3,707,767,388 = 5,809,113,692
+    assert row["weight_bytes"] == pytest.approx(5_809_113_692, rel=1e-12)

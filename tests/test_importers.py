@@ -119,7 +119,7 @@ def test_watt_counts_drop_reasons(watt_counts):
         zip(watt_counts.dropped["source_row"], watt_counts.dropped["reason"], strict=True)
     )
     assert reasons == {
-        5: "MoE",
+        5: "MoE (weight format not recorded)",
         7: "GPU name does not resolve: 'NVIDIA Quadro P1000'",
         # 2000 W on a 70 W T4: power / TDP far above the suite's 1.5
         8: "fails validation: expect_column_values_to_be_between(power_over_tdp)",
@@ -140,7 +140,11 @@ def test_watt_counts_summary(watt_counts):
     assert re.search(r"^rows kept +2$", text, re.M)
     assert re.search(r"^  multi-GPU \(per-GPU power\) +0$", text, re.M)
     assert re.search(r"^rows dropped +5$", text, re.M)
-    assert re.search(r"^  MoE +1  e\.g\. Qwen/Qwen1\.5-MoE-A2\.7B-Chat$", text, re.M)
+    assert re.search(
+        r"^  MoE \(weight format not recorded\) +1  e\.g\. Qwen/Qwen1\.5-MoE-A2\.7B-Chat$",
+        text,
+        re.M,
+    )
 
 
 def test_watt_counts_missing_column(catalog):
@@ -226,12 +230,17 @@ def test_import_mlenergy_keeps_or_drops_every_reference_row(
             rtol=1e-6,
             equal_nan=True,
         )
-    # every MoE row of the reference is dropped as MoE; the reference rows pass the suite
-    moe = reference_tidy["flags"].fillna("").str.contains("moe")
-    moe_rows = reference_tidy.loc[moe, "source_file"].value_counts()
-    dropped_moe = dropped.loc[dropped["reason"] == "MoE", "source_file"].value_counts()
-    assert (dropped_moe.reindex(moe_rows.index) == moe_rows).all()
-    assert not dropped["reason"].str.startswith("fails validation").any()
+    # every MoE and every FP8 / MXFP4 row of the reference is kept, with its weight format
+    flags = reference_tidy["flags"].fillna("")
+    moe_rows = reference_tidy.loc[flags.str.contains("moe"), "source_file"].value_counts()
+    kept_rows = rows["source_file"].value_counts()
+    assert (kept_rows.reindex(moe_rows.index) == moe_rows).all()
+    assert dict(rows["dtype"].value_counts()) == dict(reference_tidy["dtype"].value_counts())
+    assert {"fp8", "mxfp4"} <= set(rows["dtype"].dropna())
+    llms = catalog.llms
+    moe = rows["model"].map(llms["active_params_b"]) < rows["model"].map(llms["params_b"])
+    assert int(moe.sum()) == 363  # the count of ML.ENERGY MoE rows (H100, B200, A100)
+    assert dropped.empty
     assert (rows["num_gpus"] > 1).sum() > 0  # multi-GPU rows are kept by default
 
 

@@ -477,7 +477,10 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
     "--num-gpus", type=int, default=None, help="GPUs the model is sharded over (default 1)."
 )
 @click.option(
-    "--dtype", default=None, help="Weight format, e.g. bfloat16, fp8, int4 (default bfloat16)."
+    "--dtype",
+    default=None,
+    help="Weight format: bfloat16, fp8, int8, int4 (AWQ/GPTQ), mxfp4, ... (default: the "
+    "checkpoint's own where it ships below 16 bits, else bfloat16).",
 )
 @click.option(
     "--input",
@@ -517,6 +520,7 @@ def predict(
     elif not query["gpu"] or not query["llm"]:
         raise click.UsageError("give --gpu and --model, or --input QUERIES.csv")
     else:
+        _check_format(query["dtype"])
         queries = _query_from_options(query)
     if url and target == EVERY_TARGET:
         raise click.UsageError("--url serves one model: give --target power or --target itl")
@@ -535,6 +539,16 @@ def predict(
         click.echo(f"wrote {len(answers)} predictions to {output}")
         return
     _echo_frame(answers, fmt, _people_table)
+
+
+def _check_format(dtype: str | None) -> None:
+    """Refuse a ``--dtype`` the project does not know before any model is loaded."""
+    from wattgpu.data.formats import KNOWN_FORMATS, is_known_format
+
+    if dtype is not None and not is_known_format(dtype):
+        raise QueryError(
+            f"--dtype must be one of {', '.join(KNOWN_FORMATS)}; got {dtype!r}", "dtype"
+        )
 
 
 def _people_table(answers: Any) -> str:

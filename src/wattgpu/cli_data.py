@@ -47,10 +47,10 @@ def _write(name: str, source: Path, output: Path | None, result: Any) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     result.rows.to_csv(output, index=False)
     click.echo(f"wrote {len(result.rows)} rows to {output}")
-    if len(result.dropped):
-        dropped = output.with_name(f"{output.stem}{DROPPED_SUFFIX}")
-        result.dropped.to_csv(dropped, index=False)
-        click.echo(f"wrote {len(result.dropped)} dropped rows and their reasons to {dropped}")
+    # Written even when empty, so that a report of an earlier import never stays behind.
+    dropped = output.with_name(f"{output.stem}{DROPPED_SUFFIX}")
+    result.dropped.to_csv(dropped, index=False)
+    click.echo(f"wrote {len(result.dropped)} dropped rows and their reasons to {dropped}")
 
 
 def _catalog(settings: Settings) -> Any:

@@ -53,6 +53,9 @@ LLM_NUMERIC_COLUMNS = (
 )
 LLM_TEXT_COLUMNS = ("family", "arch", "dtype")
 LLM_COLUMNS = ("model", "aliases", *LLM_TEXT_COLUMNS, *LLM_NUMERIC_COLUMNS)
+# Mixture-of-experts and checkpoint columns a catalogue may leave out or blank: a dense LLM
+# (no experts), its checkpoint in its config's ``dtype``.
+LLM_MOE_COLUMNS = ("num_experts", "experts_per_token", "shared_experts")
 
 
 def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame:
@@ -143,6 +146,11 @@ class Catalog:
                 raise DataError(f"{table}: duplicate {key} {dupes[0]!r}; each must be unique")
         if "num_kv_layers" not in llms.columns:
             llms["num_kv_layers"] = llms["num_layers"]
+        for column in LLM_MOE_COLUMNS:
+            if column not in llms.columns:
+                llms[column] = np.nan
+        given = llms.get("weight_format", pd.Series(np.nan, index=llms.index))
+        llms["weight_format"] = given.where(given.notna(), llms["dtype"])
         return cls(
             gpus=gpus.set_index("gpu", drop=False),
             llms=llms.set_index("model", drop=False),

@@ -27,6 +27,7 @@ from wattgpu.data.catalog import (
     LLM_COLUMNS,
     Catalog,
 )
+from wattgpu.data.formats import KNOWN_FORMATS
 from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
 
 TABLES = ("gpus", "llms", "measurements")
@@ -50,6 +51,18 @@ MEMORY_TYPES = [
     "LPDDR5X",
 ]
 LLM_DTYPES = ["bfloat16", "float16", "float32"]
+# The attention layout: multi-head, grouped-query, multi-query, multi-head latent (DeepSeek's
+# compressed KV), or none (a recurrent model).
+LLM_ATTENTION = ["mha", "gqa", "mqa", "mla", "none"]
+# Optional catalogue columns (blank: a dense LLM, its attention read from its heads, its
+# checkpoint in ``dtype``); derive_llm_checks adds them as blanks where a table lacks them.
+LLM_OPTIONAL_COLUMNS = (
+    "num_experts",
+    "experts_per_token",
+    "shared_experts",
+    "attention",
+    "weight_format",
+)
 LLM_ARCHS = ["decoder", "encoder-decoder", "recurrent", "hybrid"]
 GPU_VENDORS = ["NVIDIA"]
 
@@ -199,6 +212,17 @@ def llm_expectations() -> list[dict[str, Any]]:
         ),
         expectation("expect_column_values_to_be_in_set", column="dtype", value_set=LLM_DTYPES),
         expectation("expect_column_values_to_be_in_set", column="arch", value_set=LLM_ARCHS),
+        expectation(
+            "expect_column_values_to_be_in_set", column="attention", value_set=LLM_ATTENTION
+        ),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="weight_format",
+            value_set=list(KNOWN_FORMATS),
+        ),
+        _between("num_experts", 1, None),
+        _between("shared_experts", 0, None),
+        _between("experts_per_expert_count", 0, 1, strict_min=True, meta=_examples_from("model")),
     ]
 
 
@@ -275,10 +299,18 @@ def derive_llm_checks(frame: pd.DataFrame) -> pd.DataFrame:
     """Return a copy of the LLM table with the derived check columns added.
 
     ``active_params_fraction`` = active / total parameters; ``hidden_size_mod_heads`` =
-    hidden_size % num_attention_heads; ``heads_mod_kv_heads`` = num_attention_heads % num_kv_heads
-    (blank where an input is blank or the divisor is zero).
+    hidden_size % num_attention_heads; ``heads_mod_kv_heads`` = num_attention_heads % num_kv_heads;
+    ``experts_per_expert_count`` = experts_per_token / num_experts (blank where an input is
+    blank or the divisor is zero). Absent optional columns (``LLM_OPTIONAL_COLUMNS``) are added
+    as blanks.
     """
     out = frame.reset_index(drop=True)
+    for column in LLM_OPTIONAL_COLUMNS:
+        if column not in out.columns:
+            out[column] = np.nan
+    out["experts_per_expert_count"] = _numeric(out, "experts_per_token") / _numeric(
+        out, "num_experts"
+    )
     heads = _numeric(out, "num_attention_heads")
     kv_heads = _numeric(out, "num_kv_heads")
     out["active_params_fraction"] = _numeric(out, "active_params_b") / _numeric(out, "params_b")

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from wattgpu.data.formats import canonical_format
+
 # How far beyond the trained range a value may go before the answer is flagged as extrapolated.
 RANGE_MARGIN = 1.25
 # Adds a warning (a text, or a function of the row number) to each row of a mask.
@@ -32,6 +34,7 @@ def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
         "engine_year": span("engine_year"),
         "engines": sorted(str(e) for e in rows["engine"].dropna().unique()),
         "moe_seen": bool((rows["llm_active_params_b"] < rows["llm_params_b"]).any()),
+        "formats_seen": sorted({canonical_format(d) for d in rows["dtype"].dropna()}),
     }
 
 
@@ -95,7 +98,8 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     )
     moe = values("llm_active_params_b") < values("llm_params_b")
     if not domain.get("moe_seen", False):
-        flag(moe, "mixture-of-experts LLM: the model was trained on dense LLMs only")
+        flag(moe, "mixture-of-experts LLM: the model was trained on no mixture-of-experts LLM")
+    _flag_formats(flag, features, domain)
     _flag_ranges(flag, features, domain)
     _flag_engines(flag, features, domain)
     for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
@@ -103,6 +107,20 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
             known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
             flag(~known, f"{kind} described by its specs, not in the catalogue")
     return ["; ".join(n) for n in notes]
+
+
+def _flag_formats(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+    """Flag a weight format no training row had (nothing for a model that predates the list)."""
+    seen = domain.get("formats_seen")
+    if not seen or "dtype" not in features:
+        return
+    formats = np.array([canonical_format(d) for d in np.asarray(features["dtype"])], dtype=object)
+    flag(
+        ~np.isin(formats, seen),
+        lambda i: (
+            f"weights in {formats[i]}: the model was trained on none ({', '.join(seen)} only)"
+        ),
+    )
 
 
 def _flag_ranges(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
 from wattgpu.modeling import physics
 from wattgpu.modeling.physics import ENGINE_MAX_BATCH
 
@@ -44,23 +45,6 @@ KV_CACHE_MEMORY_SHARE = 0.9
 
 # Columns of a frame as arrays: what the functions below pass to each other.
 Columns = dict[str, np.ndarray]
-
-BYTES_PER_PARAM = {
-    "float32": 4.0,
-    "fp32": 4.0,
-    "float16": 2.0,
-    "fp16": 2.0,
-    "bfloat16": 2.0,
-    "bf16": 2.0,
-    "fp8": 1.0,
-    "float8": 1.0,
-    "int8": 1.0,
-    "int4": 0.5,
-    # MXFP4 (gpt-oss): 4-bit experts with a shared 8-bit scale per 32 weights; the 16-bit
-    # attention weights are a few per cent of the total.
-    "mxfp4": 0.53,
-}
-
 
 # The GPU enters the model through the physical quantities that set power and latency (memory,
 # bandwidth, FP16 peak, TDP) and the analytical model's prior, not through specs that mostly
@@ -203,6 +187,12 @@ def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
     out["engine_year"] = _engine_year(columns, n)
+    if "dtype" not in columns or pd.isna(columns["dtype"]).any():
+        # a row that names no format: the checkpoint's own where it ships below 16 bits
+        shipped = _get(columns, "llm_weight_format", n)
+        quantized = _bytes_per_param(shipped) < 2.0
+        given = columns["dtype"] if "dtype" in columns else np.full(n, None, dtype=object)
+        out["dtype"] = np.where(pd.isna(given) & quantized, shipped, out["dtype"])
     return out
 
 
@@ -259,7 +249,10 @@ def _one_itl_statistic(kind: Any) -> str:
 
 
 def bytes_per_param(dtype: pd.Series) -> pd.Series:
-    """Bytes per weight for a precision name; unknown or blank means 16-bit."""
+    """Bytes per weight for a format name (``wattgpu.data.formats``); blank means 16-bit.
+
+    Queries and imported rows are checked against the known formats before they get here.
+    """
     return pd.Series(_bytes_per_param(dtype.to_numpy()), index=dtype.index)
 
 
@@ -270,9 +263,13 @@ def _bytes_per_param(dtype: np.ndarray) -> np.ndarray:
 def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     """Add the derived physics columns (see DESIGN.md) to rows that carry specs and workload.
 
-    ``weight_bytes``: total weights; ``bandwidth_latency_s``: time to read the weights active per
-    token once at full memory bandwidth of all GPUs; ``compute_latency_s``: 2 FLOP per active
-    parameter at FP16 tensor peak; ``kv_bytes_per_token``: K and V, 16-bit, every KV layer.
+    ``weight_bytes``: all weights in the row's format (``physics.weight_layout``: what stays
+    16-bit counted as 16-bit), which memory fit uses; ``dense_weight_bytes`` /
+    ``expert_weight_bytes``: what every decode step reads and one routed expert;
+    ``bandwidth_latency_s``: time to read the weights a decode step of the row's concurrency
+    touches at full memory bandwidth of all GPUs (``with_prior``); ``compute_latency_s``: 2 FLOP
+    per active parameter at FP16 tensor peak; ``kv_bytes_per_token``: K and V, 16-bit, every KV
+    layer.
     """
     return pd.DataFrame(_physics(columns_of(frame)), index=frame.index)
 
@@ -287,12 +284,10 @@ def _physics(columns: Mapping[str, np.ndarray]) -> Columns:
         params_b = _floats(out["llm_params_b"])
         params = params_b * 1e9
         active = _filled(_floats(out["llm_active_params_b"]), params_b) * 1e9
-        bandwidth = _floats(out["gpu_memory_bandwidth_gb_s"]) * 1e9
         flops = _floats(out["gpu_fp16_tensor_tflops"]) * 1e12
         out["log_params"] = np.log10(params)
-        out["weight_bytes"] = params * bpp
+        out.update(_weight_layout(out, bpp))
         out["weight_bytes_per_gpu"] = out["weight_bytes"] / num_gpus
-        out["bandwidth_latency_s"] = active * bpp / (bandwidth * num_gpus)
         out["compute_latency_s"] = 2.0 * active / (flops * num_gpus)
         layers = _floats(out["llm_num_layers"])
         kv_layers = _filled(_floats(out.get("llm_num_kv_layers", layers)), layers)
@@ -317,6 +312,36 @@ def _physics(columns: Mapping[str, np.ndarray]) -> Columns:
         else _map_unique(kind, _one_itl_statistic, object)
     )
     return _with_prior(out)
+
+
+def _weight_layout(out: Columns, bpp: np.ndarray) -> Columns:
+    """``physics.weight_layout`` of each row's LLM in its format."""
+    n = _length(out)
+    tied = pd.Series(_get(out, "llm_tie_word_embeddings", n)).astype(str).str.lower() == "true"
+    vocab, hidden = _floats(out["llm_vocab_size"]), _floats(out["llm_hidden_size"])
+    embedding = vocab * hidden * np.where(tied.to_numpy(), 1.0, 2.0) / 1e9
+    experts_only = _map_unique(out["dtype"], lambda d: str(d).lower() in EXPERTS_ONLY_FORMATS, bool)
+    return physics.weight_layout(
+        _floats(out["llm_params_b"]),
+        _floats(out["llm_active_params_b"]),
+        _floats(_get(out, "llm_num_experts", n)),
+        _floats(_get(out, "llm_experts_per_token", n)),
+        embedding,
+        bpp,
+        experts_only,
+    )
+
+
+def _bandwidth_latency(out: Columns) -> np.ndarray:
+    """Time to read the weights a decode step of the row's ``concurrency`` touches, s."""
+    n = _length(out)
+    hit = physics.expected_experts(
+        _get(out, "llm_num_experts", n), _get(out, "llm_experts_per_token", n), out["concurrency"]
+    )
+    expert = _floats(out.get("expert_weight_bytes", np.zeros(n)))
+    read = _floats(out["dense_weight_bytes"]) + np.where(expert > 0, expert * hit, 0.0)
+    gpus = np.maximum(_floats(out["num_gpus"]), 1.0)
+    return read / (_floats(out["gpu_memory_bandwidth_gb_s"]) * 1e9 * gpus)
 
 
 def with_prior(
@@ -349,6 +374,9 @@ def _with_prior(
     out["prior_power_w"] = prior["power_w"]
     out["prior_itl_s"] = prior["itl_s"]
     out["concurrency"] = _concurrency(out, prior["concurrency"])
+    if "dense_weight_bytes" in out:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["bandwidth_latency_s"] = _bandwidth_latency(out)
     floors = physics.DEFAULT_ENGINE_FLOORS if floors is None else floors
     per_layer = _map_unique(out["engine"], lambda e: floors.get(e, np.nan), float)
     per_layer = np.where(np.isnan(per_layer), 0.0, per_layer)

@@ -7,9 +7,12 @@ few constants fitted to real measurements (``bench/simulator_fidelity.py``). Per
 ``M`` sequences decoded together:
 
 * decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M))``, with
-  ``t_mem = (active weight bytes + M * context * kv_bytes_per_token) / (bandwidth * mem_eff)``,
+  ``t_mem = (weight bytes read(M) + M * context * kv_bytes_per_token) / (bandwidth * mem_eff)``,
   ``t_comp = 2 * active_params * M / (fp16_peak * comp_eff)`` and
-  ``context = input_tokens + output_tokens / 2`` (the mean over a request's decode);
+  ``context = input_tokens + output_tokens / 2`` (the mean over a request's decode); the weights
+  read are all of a dense LLM's, and of a mixture-of-experts LLM its non-routed weights (attention,
+  shared experts, embeddings) plus the distinct routed experts the step's ``M`` tokens hit,
+  ``expected_experts(E, k, M)`` of them (``weight_layout``);
 * prefill of one request ``t_pre = 2 * active_params * input_tokens / (fp16_peak * comp_eff)``.
   The prefills of the requests that replace finished ones stall the running ones, so offline the
   per-request ITL is ``t(M) + M * t_pre / output_tokens`` (also what "batch latency / output
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 # vLLM's default max_num_seqs: the batch an engine picks when the user sets none.
 ENGINE_MAX_BATCH = 256.0
@@ -106,6 +110,69 @@ CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
     "server_power_factor": (0.2, 1.5),
 }
 
+
+def expected_experts(num_experts: ArrayLike, per_token: ArrayLike, tokens: ArrayLike) -> np.ndarray:
+    """Expected distinct experts hit by ``tokens`` tokens that each pick ``per_token`` of them.
+
+    Uniform routing: an expert escapes one token with probability ``1 - k / E``, all ``B`` with
+    ``(1 - k / E) ** B``, so ``E * (1 - (1 - k / E) ** B)`` are hit (``k`` at ``B = 1``, nearly
+    ``E`` at large ``B``).
+    """
+    e = np.asarray(num_experts, dtype=float)
+    k = np.asarray(per_token, dtype=float)
+    b = np.maximum(np.asarray(tokens, dtype=float), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return e * -np.expm1(b * np.log1p(-k / e))
+
+
+def weight_layout(
+    params_b: ArrayLike,
+    active_params_b: ArrayLike,
+    num_experts: ArrayLike,
+    experts_per_token: ArrayLike,
+    embedding_params_b: ArrayLike,
+    bytes_per_param: ArrayLike,
+    experts_only: ArrayLike,
+) -> dict[str, np.ndarray]:
+    """Bytes of an LLM's weights: all of them, those outside the routed experts, one expert.
+
+    A routed expert (all its layers) holds ``(total - active) / (E - k)`` parameters: ``k`` of
+    the ``E`` are active per token, the rest of the active parameters are read by every token.
+    Below 16 bits the embeddings and the output head (``embedding_params_b``) stay 16-bit, and
+    where ``experts_only`` (an LLM with experts) so does everything outside the routed experts;
+    16 bits and above,
+    every weight takes ``bytes_per_param``. Blank expert counts mean a dense LLM.
+
+    Returns:
+        ``weight_bytes`` (all weights: memory fit), ``dense_weight_bytes`` (read by every decode
+        step) and ``expert_weight_bytes`` (one routed expert, all layers), in bytes.
+
+    """
+    params = np.asarray(params_b, dtype=float) * 1e9
+    active = np.asarray(active_params_b, dtype=float) * 1e9
+    active = np.where(np.isfinite(active), np.minimum(active, params), params)
+    e = np.nan_to_num(np.asarray(num_experts, dtype=float))
+    k = np.nan_to_num(np.asarray(experts_per_token, dtype=float))
+    bpp = np.asarray(bytes_per_param, dtype=float)
+    moe = (e > k) & (k >= 1) & (active < params)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expert = np.where(moe, (params - active) / np.where(moe, e - k, 1.0), 0.0)
+    routed = np.where(moe, e, 0.0) * expert
+    outside = params - routed
+    embedding = np.minimum(np.nan_to_num(np.asarray(embedding_params_b, float)) * 1e9, outside)
+    sixteen = np.where(np.asarray(experts_only, dtype=bool) & moe, outside, embedding)
+    sixteen = np.where(bpp < 2.0, sixteen, 0.0)
+    # a step reads the weights outside the routed experts (all of a dense LLM's); an LLM that
+    # gives active < total without its experts: its active ones, as before experts were known
+    read = np.where(moe, outside, active)
+    read_sixteen = np.minimum(sixteen, read)
+    return {
+        "weight_bytes": 2.0 * sixteen + bpp * (params - sixteen),
+        "dense_weight_bytes": 2.0 * read_sixteen + bpp * (read - read_sixteen),
+        "expert_weight_bytes": bpp * expert,
+    }
+
+
 # Stand-ins for a spec a row leaves blank, so that any row gets a finite prediction.
 FALLBACK_SPECS = {
     "gpu_memory_bandwidth_gb_s": 1000.0,
@@ -113,6 +180,8 @@ FALLBACK_SPECS = {
     "gpu_tdp_w": 300.0,
     "llm_params_b": 7.0,
 }
+# Passes of the server's concurrency fixed point when an LLM's weights read grow with it.
+MOE_FIXED_POINT_PASSES = 6
 # A server spending more of its time than this in prefills counts as overloaded.
 MAX_PREFILL_SHARE = 0.95
 
@@ -186,7 +255,8 @@ class _Workload:
     """Per-row inputs of the model and the coefficients of its step time.
 
     A step of ``M`` sequences takes
-    ``max(mem_a + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M``.
+    ``max(mem_a(M) + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M``, with
+    ``mem_a(M) = mem_dense + mem_expert * expected_experts(experts, per_token, M)``.
     """
 
     n: int
@@ -197,10 +267,18 @@ class _Workload:
     engine_batch: np.ndarray  # the most sequences the engine decodes together
     rate: np.ndarray
     server: np.ndarray
-    mem_a: np.ndarray  # s: weights read once per step
+    mem_dense: np.ndarray  # s: weights every step reads (all of a dense LLM's)
+    mem_expert: np.ndarray  # s: one routed expert's weights (0 for a dense LLM)
+    experts: np.ndarray  # routed experts
+    per_token: np.ndarray  # routed experts per token
     mem_b: np.ndarray  # s per sequence: its KV cache read once per step
     comp_b: np.ndarray  # s per sequence: its tensor-core work
     prefill: np.ndarray  # s: one request's prefill
+
+    def mem_a(self, m: ArrayLike) -> np.ndarray:
+        """Time to read the weights a step of ``m`` sequences touches, s."""
+        hit = expected_experts(self.experts, self.per_token, m)
+        return self.mem_dense + self.mem_expert * np.where(self.mem_expert > 0, hit, 0.0)
 
 
 @dataclass(frozen=True)
@@ -219,7 +297,12 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
     params = _values(rows, "llm_params_b", FALLBACK_SPECS["llm_params_b"], positive=True) * 1e9
     active = _values(rows, "llm_active_params_b", np.nan, positive=True) * 1e9
     active = np.where(np.isfinite(active), active, params)
-    weight_bytes = active * _values(rows, "bytes_per_param", 2.0, positive=True)
+    dense_bytes = _values(rows, "dense_weight_bytes", np.nan, positive=True)
+    dense_bytes = np.where(
+        np.isfinite(dense_bytes),
+        dense_bytes,
+        active * _values(rows, "bytes_per_param", 2.0, positive=True),
+    )
     bandwidth = _values(
         rows, "gpu_memory_bandwidth_gb_s", FALLBACK_SPECS["gpu_memory_bandwidth_gb_s"], True
     )
@@ -242,7 +325,10 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
         engine_batch=np.minimum(ENGINE_MAX_BATCH, cap),
         rate=_values(rows, "request_rate_rps", 0.0),
         server=server,
-        mem_a=weight_bytes / bandwidth,
+        mem_dense=dense_bytes / bandwidth,
+        mem_expert=_values(rows, "expert_weight_bytes", 0.0) / bandwidth,
+        experts=_values(rows, "llm_num_experts", 1.0, positive=True),
+        per_token=_values(rows, "llm_experts_per_token", 1.0, positive=True),
         mem_b=(tokens_in + tokens_out / 2.0) * kv / bandwidth,
         comp_b=comp_b,
         prefill=comp_b * tokens_in,
@@ -251,7 +337,7 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
 
 def _step(w: _Workload, c: PhysicalConstants, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Step time of ``m`` sequences and its activity (see the module docstring)."""
-    t_mem, t_comp = w.mem_a + w.mem_b * m, w.comp_b * m
+    t_mem, t_comp = w.mem_a(m) + w.mem_b * m, w.comp_b * m
     t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp)
     use = c.memory_power_weight * t_mem / t + c.compute_power_weight * t_comp / t
     return t, np.minimum(use, 1.0)
@@ -284,16 +370,21 @@ def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray,
     """
     prefill_share = w.rate * w.prefill
     k = w.rate * w.tokens_out / np.maximum(1.0 - prefill_share, 1e-9)
-    lines = (
-        (c.step_overhead_s + w.mem_a, c.seq_overhead_s + w.mem_b),
-        (np.full(w.n, c.step_overhead_s), c.seq_overhead_s + w.comp_b),
-    )
-    stable = prefill_share < MAX_PREFILL_SHARE
     n_free = np.zeros(w.n)
-    for a, b in lines:
-        stable &= k * b < 1.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            n_free = np.maximum(n_free, k * (a + b) / (1.0 - k * b))
+    # The weights a step reads grow with the sequences in it when the LLM has experts: iterate
+    # from the active ones (N = 0) to the fixed point (a dense LLM's first pass is its answer).
+    for _ in range(MOE_FIXED_POINT_PASSES if (w.mem_expert > 0).any() else 1):
+        mem_a = w.mem_a(1.0 + np.nan_to_num(n_free, nan=0.0, posinf=1e9))
+        lines = (
+            (c.step_overhead_s + mem_a, c.seq_overhead_s + w.mem_b),
+            (np.full(w.n, c.step_overhead_s), c.seq_overhead_s + w.comp_b),
+        )
+        stable = prefill_share < MAX_PREFILL_SHARE
+        n_free = np.zeros(w.n)
+        for a, b in lines:
+            stable &= k * b < 1.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                n_free = np.maximum(n_free, k * (a + b) / (1.0 - k * b))
     free = w.server & stable & (n_free + 1.0 < w.engine_batch)
     n_free = np.where(free, n_free, 0.0)
     itl_free = _step(w, c, 1.0 + n_free)[0] / np.maximum(1.0 - prefill_share, 1e-9)

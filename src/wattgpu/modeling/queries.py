@@ -95,6 +95,9 @@ LLM_RANGES = {
     "llm_intermediate_size": Range(1, 10_000_000, whole=True),
     "llm_vocab_size": Range(1, 100_000_000, whole=True),
     "llm_max_position_embeddings": Range(1, 1_000_000_000, whole=True),
+    # a mixture-of-experts LLM that is not in the catalogue: its routed experts and k
+    "llm_num_experts": Range(1, 100_000, whole=True),
+    "llm_experts_per_token": Range(1, 100_000, whole=True),
 }
 RANGES = {**WORKLOAD_RANGES, **GPU_RANGES, **LLM_RANGES}
 # Kept for callers that list the workload fields with their smallest value and wholeness.
@@ -114,7 +117,11 @@ LLM_SPEC_REQUIRED = (
     "llm_num_kv_heads",
 )
 GPU_SPEC_FIELDS = tuple(f"gpu_{c}" for c in GPU_NUMERIC_COLUMNS)
-LLM_SPEC_FIELDS = tuple(f"llm_{c}" for c in LLM_NUMERIC_COLUMNS)
+LLM_SPEC_FIELDS = (
+    *(f"llm_{c}" for c in LLM_NUMERIC_COLUMNS),
+    "llm_num_experts",
+    "llm_experts_per_token",
+)
 GPU_TEXT_SPEC_FIELDS = ("gpu_architecture", "gpu_memory_type", "gpu_form_factor")
 LLM_TEXT_SPEC_FIELDS = ("llm_family", "llm_arch")
 ALL_FIELDS = (
@@ -371,6 +378,15 @@ def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
             row,
         )
     listed = catalog.spec_arrays("llm", out["model"])
+    experts = _given_or_listed(out, listed, "llm_num_experts")
+    row = _first(_given_or_listed(out, listed, "llm_experts_per_token") > experts)
+    if row is not None:
+        raise QueryError(
+            "llm_experts_per_token must be at most llm_num_experts; got "
+            f"{out['llm_experts_per_token'][row]:g} of {experts[row]:g}",
+            "llm_experts_per_token",
+            row,
+        )
     total = np.where(np.isnan(params), listed["llm_params_b"], params)
     active = out["llm_active_params_b"]
     active = np.where(np.isnan(active), listed["llm_active_params_b"], active)
@@ -382,6 +398,12 @@ def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
             "llm_active_params_b",
             row,
         )
+
+
+def _given_or_listed(out: Columns, listed: Columns, column: str) -> np.ndarray:
+    """A spec as the query gives it, else as the catalogue lists it (NaN: neither)."""
+    given = np.asarray(out[column], dtype=float)
+    return np.where(np.isnan(given), np.asarray(listed[column], dtype=float), given)
 
 
 def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:

@@ -37,7 +37,7 @@ COLUMNS = {
     "gpu": "catalogue name",
     "memory_gb": "GPU memory",
     "fits": "weights and the load's KV cache fit in memory",
-    "weights_gb": "16-bit weights (or the model's dtype)",
+    "weights_gb": "weights in the checkpoint's format (or --dtype), all experts",
     "concurrent_seqs": "sequences in flight at the busiest hour (server) or the engine's batch",
     "kv_cache_gb": "KV cache of those sequences at full length (input + output tokens)",
     "power_w": "predicted mean power (time-averaged over the day for a profile)",

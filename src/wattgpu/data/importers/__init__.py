@@ -7,11 +7,14 @@ is written here; the CLI writes the CSV. The reasons, in the order they are chec
 1. the raw row cannot be used (e.g. no generated tokens, unreadable request lists, not an
    NVIDIA GPU);
 2. ``GPU name does not resolve: NAME`` through the catalogue;
-3. ``MoE`` (the source or the catalogue says active < total parameters);
-4. ``LLM does not resolve: NAME``;
-5. ``weights not 16-bit (DTYPE)``;
-6. ``multi-GPU (N GPUs)``, only when single-GPU rows are asked for;
-7. ``fails validation: EXPECTATION(COLUMN)`` of the measurement suite.
+3. ``LLM does not resolve: NAME``;
+4. ``weights in a format the project does not know (DTYPE)`` (the known ones:
+   :data:`wattgpu.data.formats.BYTES_PER_PARAM`);
+5. ``multi-GPU (N GPUs)``, only when single-GPU rows are asked for;
+6. ``fails validation: EXPECTATION(COLUMN)`` of the measurement suite.
+
+Mixture-of-experts LLMs and FP8 / MXFP4 / INT4 checkpoints are kept: the catalogue describes
+their experts and the row's ``dtype`` its weight format.
 
 Kept rows carry canonical catalogue names in ``gpu``/``model`` and the names exactly as the
 source writes them in ``gpu_source_name``/``model_source_name`` (not ``*_as_written``, which

@@ -1,7 +1,7 @@
 """What every importer shares: the result type, name resolution, the filters, validation, summary.
 
 ``finish_import`` takes an importer's tidy rows (names as the source writes them) and applies the
-checks in the order of :mod:`wattgpu.data.importers` (catalogue names, MoE, 16-bit weights,
+checks in the order of :mod:`wattgpu.data.importers` (catalogue names, a known weight format,
 single GPU, the measurement suite), returning an :class:`ImportResult` of kept and dropped rows;
 ``summarise`` prints one as a short table.
 """
@@ -16,12 +16,13 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.formats import KNOWN_FORMATS, SIXTEEN_BIT_FORMATS
 from wattgpu.data.measurements import NUMERIC_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 from wattgpu.data.suites import derive_measurement_checks, measurement_expectations
 from wattgpu.errors import DataError
 
 SCHEMA_COLUMNS = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
-SIXTEEN_BIT = ("float16", "bfloat16")
+SIXTEEN_BIT = tuple(sorted(SIXTEEN_BIT_FORMATS))
 # Where a raw row came from and what it is, as the source writes it: the first columns of every
 # folder importer's report of dropped rows.
 RAW_ROW_ID_COLUMNS = (
@@ -78,17 +79,15 @@ def finish_import(
     reason = tidy["_reason"].astype(object).where(tidy["_reason"].notna(), None)
     gpu = tidy["_gpu_lookup"].map(lambda n: catalog.find_gpu(n) if pd.notna(n) else None)
     llm = tidy["model"].map(lambda n: catalog.find_llm(n) if pd.notna(n) else None)
-    active = pd.to_numeric(llm.map(catalog.llms["active_params_b"]), errors="coerce")
-    total = pd.to_numeric(llm.map(catalog.llms["params_b"]), errors="coerce")
     dtype = tidy["dtype"].astype(object)
+    known = dtype.map(lambda d: str(d).lower() in KNOWN_FORMATS)
     num_gpus = pd.to_numeric(tidy["num_gpus"], errors="coerce")
     checks: list[tuple[pd.Series, Callable[[int], str]]] = [
         (gpu.isna(), lambda i: f"GPU name does not resolve: {tidy.at[i, 'gpu']!r}"),
-        (tidy["_moe"].astype(bool) | (active < total), lambda i: "MoE"),
         (llm.isna(), lambda i: f"LLM does not resolve: {tidy.at[i, 'model']!r}"),
         (
-            dtype.notna() & ~dtype.isin(SIXTEEN_BIT),
-            lambda i: f"weights not 16-bit ({dtype.at[i]})",
+            dtype.notna() & ~known,
+            lambda i: f"weights in a format the project does not know ({dtype.at[i]})",
         ),
         (
             (num_gpus > 1) & single_gpu,

@@ -71,7 +71,6 @@ def _base(family: str, rel: str, index: int, task: str | None, model: str) -> di
         "input_tokens": math.nan,
         "pipeline_parallel": 1,
         "_reason": None,
-        "_moe": False,
     }
 
 
@@ -169,9 +168,6 @@ def _read_v2(data: dict[str, Any], rel: str, parts: tuple[str, ...]) -> dict[str
 def _read_v3(data: dict[str, Any], rel: str) -> list[dict[str, Any]]:
     """One row per configuration of a V3 model file (power summed over GPUs in the file)."""
     task = data.get("task")
-    moe = data.get("architecture") == "MoE" or (
-        data.get("activated_params_billions") != data.get("total_params_billions")
-    )
     rows = []
     for index, config in enumerate(data.get("configurations") or []):
         gpus = int(config.get("num_gpus") or 1)
@@ -193,7 +189,6 @@ def _read_v3(data: dict[str, Any], rel: str) -> list[dict[str, Any]]:
             inv_throughput_s_per_tok=1 / throughput if throughput else math.nan,
             output_tokens=config.get("avg_output_len", math.nan),
             dtype=data.get("weight_precision"),
-            _moe=moe,
         )
         if task not in MLENERGY_V3_TEXT_TASKS:
             row["_reason"] = f"not a text-generation task ({task})"

@@ -168,8 +168,12 @@ def _watt_counts_row(record: dict[str, Any]) -> dict[str, Any]:
         "source": WATT_COUNTS_SOURCE,
         "_reason": None,
         "_gpu_lookup": WATT_COUNTS_GPUS.get(record["gpu_type"], record["gpu_type"]),
-        "_moe": record["model"] in WATT_COUNTS_MOE,
     }
+    if record["model"] in WATT_COUNTS_MOE:
+        # The subset writes every run as bfloat16, which gpt-oss's MXFP4 experts are not; without
+        # each MoE checkpoint's real format these rows cannot be read right.
+        row["_reason"] = "MoE (weight format not recorded)"
+        return row
     if not tokens_total > 0:
         row["_reason"] = "no generated tokens"
         return row
