@@ -16,13 +16,11 @@ dictionaries into suites.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from wattgpu.config import EXPECTATIONS_DIR
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
     GPU_NUMERIC_COLUMNS,
@@ -30,7 +28,6 @@ from wattgpu.data.catalog import (
     Catalog,
 )
 from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
-
 
 TABLES = ("gpus", "llms", "measurements")
 

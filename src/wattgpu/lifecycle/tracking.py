@@ -44,7 +44,8 @@ def configure(tracking_uri: str, *, must_exist: bool = False) -> None:
     if database is not None and must_exist and not database.is_file():
         raise ModelNotFound(
             f"no models yet: the store {database} does not exist; run `wattgpu main` to train "
-            "and register them, or point MLFLOW_TRACKING_URI or WATTGPU_HOME at the store that has them"
+            "and register them, or point MLFLOW_TRACKING_URI or WATTGPU_HOME at the store that "
+            "has them"
         )
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
