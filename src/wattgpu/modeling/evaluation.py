@@ -16,7 +16,13 @@ from sklearn.model_selection import GroupKFold
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling import models
-from wattgpu.modeling.baselines import BASELINES
+from wattgpu.modeling.baselines import (
+    BASELINES,
+    NEAREST_BY_SPLIT,
+    NEAREST_ITL_EXPONENT,
+    NEAREST_METHOD,
+    nearest_measured,
+)
 from wattgpu.modeling.metrics import summarise
 from wattgpu.modeling.splits import LLM_BLOCKS, SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
@@ -124,6 +130,43 @@ def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:
     """The target's no-learning baseline, in the same shape as ``out_of_fold``."""
     _, baseline = BASELINES[target]
     return predictions_frame(target, frame, baseline(frame))
+
+
+# The model scored on the rows the nearest-measured baseline answers, so the two compare.
+MODEL_ON_NEAREST_ROWS = "catboost (nearest's rows)"
+
+
+def nearest_predictions(
+    target: str, frame: pd.DataFrame, split: str, seed: int = 0
+) -> pd.DataFrame:
+    """The nearest-measured baseline out of fold: each fold answered from its training rows only.
+
+    CV and LOGO ask the nearest measured GPU (by bandwidth; ITL scaled by the bandwidth ratio),
+    LOLO the nearest measured LLM (by parameters); rows with no neighbour under the same
+    workload stay NaN (``baselines.nearest_measured``).
+    """
+    neighbour = NEAREST_BY_SPLIT[split]
+    exponent = NEAREST_ITL_EXPONENT[neighbour] if target == "itl" else 0.0
+    pred = np.full(len(frame), np.nan)
+    for train, test in split_indices(frame, split, seed=seed):
+        pred[test] = nearest_measured(
+            frame.iloc[train],
+            frame.iloc[test],
+            MEASURED_COLUMN[target],
+            neighbour,
+            exponent=exponent,
+        )
+    return predictions_frame(target, frame, pred)
+
+
+def score_beside_nearest(
+    model: pd.DataFrame, nearest: pd.DataFrame, target: str, split: str
+) -> list[dict[str, Any]]:
+    """The nearest-measured baseline's records and the model's on the same (answered) rows."""
+    answered = nearest["pred"].notna().to_numpy()
+    return score(nearest[answered], NEAREST_METHOD, target, split) + score(
+        model[answered], MODEL_ON_NEAREST_ROWS, target, split
+    )
 
 
 # LOLO has one fold per LLM (dozens): tuning once per fold would cost dozens of studies, so the
@@ -261,7 +304,10 @@ def evaluate(
     seed: int = 0,
     progress: Any = None,
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """The evaluation table of the CatBoost model and the baseline on every split and scenario.
+    """The evaluation table of the CatBoost model and the baselines on every split and scenario.
+
+    Beside the model: its target's no-learning baseline, and the nearest-measured baseline with
+    the model scored again on the rows that baseline answers (``score_beside_nearest``).
 
     Args:
         progress: optional callable run after each split (e.g. a progress bar's ``update``).
@@ -278,6 +324,8 @@ def evaluate(
         oof[split] = out_of_fold(target, frame, split, params, seed=seed)
         records += score(oof[split], "catboost", target, split)
         records += score(baseline, method, target, split)
+        nearest = nearest_predictions(target, frame, split, seed=seed)
+        records += score_beside_nearest(oof[split], nearest, target, split)
         if progress is not None:
             progress()
     table = pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS))
