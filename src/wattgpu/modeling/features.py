@@ -202,8 +202,22 @@ def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
             out[column] = _filled(columns[column], default)
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
+    out["users"] = _users(columns, n)
     out["engine_year"] = _engine_year(columns, n)
     return out
+
+
+def _users(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    """A closed-loop server's concurrent users: the stated ``concurrency`` of a server row.
+
+    Kept as ``users`` because ``with_prior`` replaces ``concurrency`` by the sequences decoding
+    (the stated users capped by the KV cache, or Little's law at a rate); a frame that already
+    has ``users`` (features being refitted) keeps them.
+    """
+    if "users" in columns:
+        return _floats(columns["users"])
+    stated = _floats(_get(columns, "concurrency", n))
+    return np.where(np.asarray(_get(columns, "scenario", n)) == "server", stated, np.nan)
 
 
 def _year(values: pd.Series, pattern: str) -> pd.Series:
@@ -332,8 +346,9 @@ def with_prior(
     vLLM and unknown engines. ``prior_power_cpu_w``: the prior power when a step lasts at least
     that long, the GPU busy for ``prior_itl_s`` of it and idle for the rest (the power target is
     the log-ratio to it). Their logs are features. ``concurrency`` of a server row: the sequences
-    decoding at once by Little's law at its request rate, so that a server and an offline batch
-    with the same load look alike to the trees.
+    decoding at once, by Little's law at its request rate or, for a closed loop, its ``users``
+    (capped by the KV cache), so that a server and an offline batch with the same load look
+    alike to the trees.
     """
     columns = _with_prior(columns_of(frame), constants, floors)
     return pd.DataFrame(columns, index=frame.index)
