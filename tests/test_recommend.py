@@ -166,6 +166,29 @@ def test_offline_uses_the_engine_batch(small_catalog):
     assert l4["energy_kwh_per_day"] == pytest.approx(60.0 * hours / 1000)
 
 
+def test_closed_loop_concurrency_is_the_whole_load(small_catalog):
+    asked = []
+
+    def predictor(queries, target):
+        asked.append(queries)
+        return hand_predictor(queries, target)
+
+    table = rec.recommend(
+        LLM_8B, concurrency=16, catalog=small_catalog, predictor=predictor, output_tokens=256
+    )
+    # one query per GPU and target, with the users and no rate
+    assert all(list(q["concurrency"]) == [16.0] * len(q) for q in asked)
+    assert all("request_rate_rps" not in q.columns for q in asked)
+    l4 = by_gpu(table)["NVIDIA L4"]
+    # the hand predictor reads a blank rate as 1: power 40 + 20 = 60 W; ITL 60 ms
+    # 16 users decode one token each per 60 ms: 16 / 0.060 = 266.67 tokens/s, all day
+    assert l4["concurrent_seqs"] == 16 and l4["busy_hours"] == 24
+    assert l4["tokens_per_s"] == pytest.approx(16 / 0.060)
+    assert l4["energy_j_per_token"] == pytest.approx(60.0 * 0.060 / 16)  # 0.225 J
+    assert l4["energy_kwh_per_day"] == pytest.approx(60.0 * 24 / 1000)  # 1.44 kWh
+    assert table.attrs["request"]["concurrency"] == 16
+
+
 def test_prices_add_cost_columns(small_catalog):
     table = ask(small_catalog, rate=0.5, prices={"L4": 0.8, "NVIDIA H100 80GB HBM3": 4.0})
     rows = by_gpu(table)
@@ -190,6 +213,10 @@ def test_gpus_resolve_through_aliases(small_catalog):
         ({"rate": float("nan")}, "rate must be a finite number > 0"),
         ({"requests_per_day": 0}, "requests_per_day must be a finite number > 0"),
         ({"rate": 1, "requests_per_day": 5}, "give one load, not rate and requests_per_day"),
+        ({"rate": 1, "concurrency": 8}, "give one load, not rate and concurrency"),
+        ({"concurrency": 2.5}, "concurrency must be a whole number from 1 to 65536"),
+        ({"concurrency": 0}, "concurrency must be a finite number > 0; got 0"),
+        ({"concurrency": 8, "scenario": "offline"}, "concurrency applies to a server only"),
         ({}, "a server needs a load"),
         ({"rate": 1, "itl_slo_ms": -3}, "itl_slo_ms must be a finite number > 0; got -3"),
         ({"rate": 1, "output_tokens": 0.5}, "output_tokens must be a whole number >= 1"),

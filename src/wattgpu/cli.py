@@ -459,6 +459,12 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 @scenario_option
 @click.option("--rate", type=float, default=None, help="Server request rate, requests/s.")
 @click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Server load as concurrent users (a closed loop), instead of --rate.",
+)
+@click.option(
     "--batch-size",
     type=int,
     default=None,
@@ -547,7 +553,7 @@ def _query_from_options(options: dict[str, Any]) -> Any:
     import pandas as pd
 
     row = {"gpu": options["gpu"], "model": options["llm"], "scenario": options["scenario"]}
-    row |= {"request_rate_rps": options["rate"]}
+    row |= {"request_rate_rps": options["rate"], "concurrency": options["concurrency"]}
     row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
     row |= {k: options[k] for k in ("engine_year", "num_gpus", "dtype")}
     return pd.DataFrame([row]).dropna(axis=1)
@@ -559,6 +565,7 @@ PREDICT_OPTIONS = {
     "model": "--model",
     "scenario": "--scenario",
     "request_rate_rps": "--rate",
+    "concurrency": "--concurrency",
     "batch_size": "--batch-size",
     "input_tokens": "--input-tokens",
     "output_tokens": "--output-tokens",

@@ -237,6 +237,12 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     default=None,
     help="CSV of the day's load: hour, rate.",
 )
+@click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Concurrent users of a closed loop, all day (instead of a rate).",
+)
 @click.option("--output-tokens", type=int, default=None, help="Mean output tokens (256).")
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt tokens (512).")
 @click.option("--gpus", default=None, help="Comma-separated GPU names (default: the catalogue).")
@@ -272,6 +278,7 @@ def recommend_command(
     rate: float | None,
     requests_per_day: float | None,
     load_profile: Path | None,
+    concurrency: int | None,
     output_tokens: int | None,
     input_tokens: int | None,
     gpus: str | None,
@@ -302,6 +309,7 @@ def recommend_command(
         rate=rate,
         requests_per_day=requests_per_day,
         load_profile=load_profile,
+        concurrency=concurrency,
         output_tokens=output_tokens,
         input_tokens=input_tokens,
         gpus=names,

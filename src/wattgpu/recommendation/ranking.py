@@ -146,6 +146,19 @@ def _offline(out: pd.DataFrame, phys: pd.DataFrame, day_tokens: float) -> pd.Dat
     return out
 
 
+def _closed_loop(out: pd.DataFrame, users: float) -> pd.DataFrame:
+    """A closed loop of ``users``: that many sequences decode, one token each per ITL, all day.
+
+    The prefills between a user's requests are left out of the throughput (they are short
+    beside a request's decode at the default lengths), so tokens/s is an upper bound.
+    """
+    out = out.copy()
+    out["concurrent_seqs"] = float(users)
+    out["tokens_per_s"] = users / (out["itl_ms"] / 1000.0)
+    out["busy_hours"] = float(HOURS)
+    return out
+
+
 def rank_gpus(
     model: str,
     catalog: Catalog,
@@ -159,6 +172,7 @@ def rank_gpus(
     gpus: list[str] | None = None,
     prices: Mapping[str, float] | None = None,
     strict: bool = False,
+    concurrency: float | None = None,
 ) -> pd.DataFrame:
     """Rank GPUs for serving ``model`` (pure: no MLflow, files or network).
 
@@ -174,22 +188,29 @@ def rank_gpus(
         gpus: canonical GPU names (default: the whole catalogue).
         prices: canonical GPU name -> $/hour.
         strict: rank only GPUs whose ITL interval's upper end meets the SLO.
+        concurrency: a server's load as concurrent users of a closed loop, all day (instead of
+            ``load``).
 
     Returns:
         One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
         ranked GPUs first, best first.
 
     """
-    if scenario == "server" and load is None:
+    if scenario == "server" and load is None and concurrency is None:
         raise QueryError(
-            "a server needs a load: give rate, requests_per_day or load_profile", "rate"
+            "a server needs a load: give rate, requests_per_day, load_profile or concurrency",
+            "rate",
         )
+    if concurrency is not None and (load is not None or scenario != "server"):
+        raise QueryError("concurrency is a server's whole load: give no other load", "concurrency")
     names = list(dict.fromkeys(gpus)) if gpus else [str(g) for g in catalog.gpus.index]
     hourly = load if load is not None else pd.DataFrame({"hour": [0], "rate": [np.nan]})
     day_tokens = (
         float((hourly["rate"] * 3600.0 * output_tokens).sum()) if load is not None else np.nan
     )
-    workload = {"model": model, "scenario": scenario}
+    workload: dict[str, Any] = {"model": model, "scenario": scenario}
+    if concurrency is not None:
+        workload["concurrency"] = float(concurrency)
     workload |= {"input_tokens": float(input_tokens), "output_tokens": float(output_tokens)}
     phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload), catalog)
     phys = phys.set_index("gpu")
@@ -214,9 +235,10 @@ def _predicted(
     Every column of ``COLUMNS`` is there (NaN where not yet known).
     """
     scenario = str(workload["scenario"])
+    closed = "concurrency" in workload  # a closed loop: one query per GPU, like offline
     weights_fit = memory_fits(phys["free_memory_gb"], phys["max_concurrent_seqs"], np.nan)
     candidates = [g for g, fits in zip(names, weights_fit, strict=True) if fits]
-    if scenario == "server":
+    if scenario == "server" and not closed:
         rates = np.unique(np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
     else:
         rates = np.array([np.nan])
@@ -226,12 +248,15 @@ def _predicted(
     table = pd.DataFrame(index=pd.Index(names, name="gpu"))
     if len(grid):
         queries = grid.assign(**workload)
-        if scenario != "server":
+        if scenario != "server" or closed:
             queries = queries.drop(columns="request_rate_rps")
         preds = {t: _predict(predictor, queries, t) for t in ("power", "itl")}
-        long = _hourly_predictions(preds, grid, hourly, scenario)
-        found = _aggregate(long, scenario, workload["output_tokens"], day_tokens)
-        if scenario != "server":
+        per_gpu = "offline" if closed else scenario  # one row per GPU, whatever the hours
+        long = _hourly_predictions(preds, grid, hourly, per_gpu)
+        found = _aggregate(long, per_gpu, workload["output_tokens"], day_tokens)
+        if closed:
+            found = _closed_loop(found, workload["concurrency"])
+        elif scenario != "server":
             found = _offline(found, phys, day_tokens)
         table = table.join(found)
     for column in COLUMNS:
