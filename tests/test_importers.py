@@ -440,8 +440,12 @@ def test_fetch_unknown_dataset():
 
 # --- the shipped tables --------------------------------------------------------------------------
 
-# shipped file stem -> the reference folder of its raw files (the stem is the import command)
-SHIPPED_TABLES = {"mlenergy": "mlenergy", "argonne": "argonne_llm_inference_bench"}
+# shipped file stem -> (the import command, the reference folder of its raw files)
+SHIPPED_TABLES = {
+    "mlenergy": ("mlenergy", "mlenergy"),
+    "argonne": ("argonne", "argonne_llm_inference_bench"),
+    "llm_pilot": ("llm-pilot", "ibm_llm_pilot"),
+}
 
 
 @pytest.mark.parametrize("stem", sorted(SHIPPED_TABLES))
@@ -451,8 +455,9 @@ def test_shipped_measurements_are_the_importers_output_byte_for_byte(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("WATTGPU_DATA_DIR", raising=False)
     output = tmp_path / f"{stem}.csv"
-    raw = reference / SHIPPED_TABLES[stem] / "raw"
-    result = CliRunner().invoke(cli, ["data", "import", stem, str(raw), "--output", str(output)])
+    command, folder = SHIPPED_TABLES[stem]
+    raw = reference / folder / "raw"
+    result = CliRunner().invoke(cli, ["data", "import", command, str(raw), "--output", str(output)])
     assert result.exit_code == 0, result.output
     shipped = SHIPPED_DATA_DIR / "measurements"
     assert output.read_bytes() == (shipped / f"{stem}.csv").read_bytes()

@@ -81,7 +81,10 @@ def import_watt_counts_command(
 
 
 def _folder_import_command(name: str, help_text: str) -> None:
-    """Attach ``wattgpu data import NAME DIRECTORY``, run by ``importers.import_<name>``."""
+    """Attach ``wattgpu data import NAME DIRECTORY``, run by ``importers.import_<name>``.
+
+    A ``-`` in NAME is ``_`` in the function's name (``llm-pilot``: ``import_llm_pilot``).
+    """
 
     @import_command.command(name=name, help=help_text)
     @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -90,7 +93,7 @@ def _folder_import_command(name: str, help_text: str) -> None:
     def command(state: CliState, directory: Path, output: Path | None, single_gpu: bool) -> None:
         from wattgpu.data import importers
 
-        run = getattr(importers, f"import_{name}")
+        run = getattr(importers, f"import_{name.replace('-', '_')}")
         _write(
             name, directory, output, run(directory, _catalog(state.settings), single_gpu=single_gpu)
         )
@@ -104,6 +107,13 @@ _folder_import_command(
     "Import Argonne LLM-Inference-Bench results found anywhere under DIRECTORY.\n\n"
     "Reads Plots/All_results.csv (latency sweep) and Plots/Fig_16_a_b/power_results.csv (power "
     "sweep); keeps the NVIDIA rows.",
+)
+_folder_import_command(
+    "llm-pilot",
+    "Import LLM-Pilot request logs (results_*_gpu<N>_<type>_u<users>.csv[.xz]) found anywhere "
+    "under DIRECTORY.\n\n"
+    "One server row per (LLM, GPU type, GPU count, users); failed requests are reported with the "
+    "dropped rows.",
 )
 
 

@@ -32,6 +32,9 @@ OPTIONAL_COLUMNS = (
     "inv_throughput_s_per_tok",
     # Release year of the serving software (see wattgpu.modeling.features.engine_year).
     "engine_year",
+    # Server rows of a closed loop: the number of users, each sending its next request as soon
+    # as its previous answer ends (``request_rate_rps`` is then the rate achieved).
+    "concurrency",
 )
 SCENARIOS = ("offline", "server")
 DROPPED_SUFFIX = ".dropped.csv"
@@ -49,6 +52,7 @@ NUMERIC_COLUMNS = (
     "energy_per_token_j",
     "inv_throughput_s_per_tok",
     "engine_year",
+    "concurrency",
 )
 
 

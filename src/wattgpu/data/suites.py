@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.config import EXPECTATIONS_DIR  # noqa: F401  (validation and tests read it here)
+# re-exported: validation and its tests take the folder of the suites from here
+from wattgpu.config import EXPECTATIONS_DIR  # noqa: F401
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
     GPU_NUMERIC_COLUMNS,
@@ -98,6 +99,7 @@ MEASUREMENT_MINIMA = (
     ("batch_size", 1),
     ("input_tokens", 1),
     ("output_tokens", 1),
+    ("concurrency", 1),
 )
 MAX_POWER_OVER_TDP = 1.5
 MAX_ITL_S = 60

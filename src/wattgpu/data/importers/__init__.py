@@ -1,4 +1,4 @@
-"""Importers of public measurement data: Watt Counts, ML.ENERGY, Argonne LLM-Inference-Bench.
+"""Importers of public measurement data: Watt Counts, ML.ENERGY, Argonne, LLM-Pilot.
 
 Each importer turns the raw files of one data set into rows of the measurement schema
 (:mod:`wattgpu.data.measurements`) and returns them with every row it dropped and why. Nothing
@@ -19,6 +19,7 @@ source writes them in ``gpu_source_name``/``model_source_name`` (not ``*_as_writ
 """
 
 from wattgpu.data.importers.argonne import (
+    ARGONNE_ENGINE_YEAR,
     ARGONNE_ENGINES,
     ARGONNE_FILES,
     ARGONNE_ID_COLUMNS,
@@ -33,6 +34,17 @@ from wattgpu.data.importers.common import (
     SIXTEEN_BIT,
     ImportResult,
     summarise,
+)
+from wattgpu.data.importers.llm_pilot import (
+    LLM_PILOT_ENGINE_YEAR,
+    LLM_PILOT_GPUS,
+    LLM_PILOT_ID_COLUMNS,
+    LLM_PILOT_ITL_KIND,
+    LLM_PILOT_MODEL_IDS,
+    LLM_PILOT_SOURCE,
+    failure_reason,
+    import_llm_pilot,
+    read_llm_pilot,
 )
 from wattgpu.data.importers.mlenergy import (
     ITL_KIND_2023,
@@ -59,6 +71,7 @@ from wattgpu.data.importers.watt_counts import (
 )
 
 __all__ = [
+    "ARGONNE_ENGINE_YEAR",
     "ARGONNE_ENGINES",
     "ARGONNE_FILES",
     "ARGONNE_ID_COLUMNS",
@@ -66,6 +79,12 @@ __all__ = [
     "ARGONNE_MIN_STEP_S",
     "ARGONNE_SOURCE",
     "ITL_KIND_2023",
+    "LLM_PILOT_ENGINE_YEAR",
+    "LLM_PILOT_GPUS",
+    "LLM_PILOT_ID_COLUMNS",
+    "LLM_PILOT_ITL_KIND",
+    "LLM_PILOT_MODEL_IDS",
+    "LLM_PILOT_SOURCE",
     "ITL_KIND_V2",
     "ITL_KIND_V3",
     "MLENERGY_2023_MODEL_IDS",
@@ -81,12 +100,15 @@ __all__ = [
     "WATT_COUNTS_MOE",
     "WATT_COUNTS_SOURCE",
     "ImportResult",
+    "failure_reason",
     "import_argonne",
+    "import_llm_pilot",
     "import_mlenergy",
     "import_watt_counts",
     "parse_list",
     "per_request_itl",
     "read_argonne",
+    "read_llm_pilot",
     "read_mlenergy",
     "read_watt_counts",
     "summarise",

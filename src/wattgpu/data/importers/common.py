@@ -33,6 +33,16 @@ RAW_ROW_ID_COLUMNS = (
     "model_source_name",
     "engine",
 )
+# Whole numbers that a blank may interrupt: written as integers, not as floats.
+COUNT_COLUMNS = (
+    "source_row",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "requests",
+    "itl_samples",
+    "completed_requests",
+    "failed_requests",
+)
 
 
 @dataclass
@@ -111,7 +121,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     for column in out.columns:
         if column in NUMERIC_COLUMNS:
             out[column] = pd.to_numeric(out[column], errors="coerce").astype(float)
-        elif column in ("source_row", "tensor_parallel", "pipeline_parallel"):
+        elif column in COUNT_COLUMNS:
             out[column] = pd.to_numeric(out[column], errors="coerce").astype("Int64")
         elif column in ("gpu", "model", "scenario", "engine", "dtype", "itl_kind", "source"):
             out[column] = out[column].astype("str").where(out[column].notna(), None)
