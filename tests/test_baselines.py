@@ -137,3 +137,12 @@ def test_nearest_predictions_out_of_fold_and_the_model_on_the_same_rows():
     assert [r["n_rows"] for r in records] == [3.0, 3.0]
     assert records[0]["mdape"] == pytest.approx(0.0)
     assert records[1]["mdape"] == pytest.approx(0.0)
+
+
+def test_a_closed_loop_is_matched_on_its_users_not_on_its_achieved_rate():
+    train = _rows(["A", "B"], [1000.0, 2000.0], ["m", "m"], [8.0] * 2, [0.01, 0.02], ["c"] * 2)
+    train = train.assign(users=[16.0, 8.0], request_rate_rps=[3.1, 2.0], input_tokens=[112.3, 90])
+    test = _rows(["C"], [1100.0], ["m"], [8.0], [np.nan], ["c"])
+    test = test.assign(users=[8.0], request_rate_rps=[5.7], input_tokens=[126.4])
+    # only B ran 8 users (its rate and prompt mean differ, as outcomes do): 0.02 s
+    assert nearest_measured(train, test, "itl_s", "gpu") == pytest.approx([0.02])

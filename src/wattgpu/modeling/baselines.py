@@ -40,7 +40,8 @@ BASELINES = {"power": ("load-scaled-tdp", load_scaled_tdp), "itl": ("roofline", 
 # What makes two measurements "the same workload": a row on another GPU (or of another LLM) with
 # equal values in every one of these columns that the frame has (blank equals blank). The source
 # and task name the benchmark, so one source's mean output length is never matched with
-# another's.
+# another's. A closed loop (``users`` given) is set by its users: its rate is what the GPU
+# achieved and its mean prompt length what its sample of the data set held, both outcomes.
 WORKLOAD_COLUMNS = (
     "scenario",
     "engine",
@@ -55,6 +56,7 @@ WORKLOAD_COLUMNS = (
     "source",
     "task",
 )
+OUTCOMES_OF_A_CLOSED_LOOP = ("request_rate_rps", "input_tokens")
 # (the item a split holds out, the column that measures nearness) per kind of neighbour.
 NEIGHBOUR = {"gpu": ("gpu", "gpu_memory_bandwidth_gb_s"), "llm": ("model", "llm_params_b")}
 # The neighbour each split asks: the GPU closest in bandwidth when GPUs are held out (and on CV,
@@ -127,8 +129,17 @@ def nearest_measured(
 
 
 def _key(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """One string per row of ``columns``' values (blank as ``nan``, so blank equals blank)."""
-    parts = [frame[c].to_numpy(dtype=object).astype(str) for c in columns]
+    """One string per row of ``columns``' values (blank as ``nan``, so blank equals blank).
+
+    A closed loop's ``OUTCOMES_OF_A_CLOSED_LOOP`` count as blank.
+    """
+    closed = frame["users"].notna().to_numpy() if "users" in frame.columns else False
+    parts = [
+        np.where(closed, "nan", frame[c].to_numpy(dtype=object).astype(str))
+        if c in OUTCOMES_OF_A_CLOSED_LOOP
+        else frame[c].to_numpy(dtype=object).astype(str)
+        for c in columns
+    ]
     return pd.Series(
         ["\x1f".join(values) for values in zip(*parts, strict=True)], index=frame.index
     )
