@@ -19,9 +19,10 @@ leave-one-LLM-out folds for every method:
   (``wattgpu.modeling.baselines``); the roofline is the per-request step time 2·params/bandwidth,
   compared with the per-request ``itl_s``.
 * ``nearest-measured`` — the practitioner's baseline (``wattgpu.modeling.baselines``): on CV and
-  LOGO, the same workload's measurement on the training GPU closest in memory bandwidth (ITL
-  scaled by the bandwidth ratio); on LOLO, the same workload on the same GPU with the training
-  LLM closest in parameter count (as measured). It answers only rows whose workload was measured
+  LOGO, the same workload's measurement on the training GPU closest in memory bandwidth (offline
+  ITL scaled by the bandwidth ratio, server ITL as measured: whichever did better); on LOLO,
+  the same workload on the same GPU with the training LLM closest in parameter count (as
+  measured). It answers only rows whose workload was measured
   elsewhere, so ``catboost (nearest's rows)`` scores the model on exactly those rows beside it.
 * ``xgboost-paper`` — the WattGPU paper's recipe, re-implemented here: XGBoost on the paper's
   feature lists, ordinal-encoded categoricals and standardised numerics, power as power/TDP
@@ -339,9 +340,10 @@ def caption(trials: int) -> str:
         "engine floors of the analytical prior are refitted on each fold's training rows as "
         "well. xgboost-paper: the "
         "paper's fixed settings. Baselines: no learning. nearest-measured: the same workload "
-        "measured on the training GPU nearest in memory bandwidth (CV, LOGO; ITL x bandwidth "
-        "ratio) or with the training LLM nearest in parameters on the same GPU (LOLO), on the "
-        "rows it can answer; catboost (nearest's rows): the model on those same rows."
+        "measured on the training GPU nearest in memory bandwidth (CV, LOGO; offline ITL x "
+        "bandwidth ratio) or with the training LLM nearest in parameters on the same GPU "
+        "(LOLO), on the rows it can answer; catboost (nearest's rows): the model on those "
+        "same rows."
     )
 
 

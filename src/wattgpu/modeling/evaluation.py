@@ -141,12 +141,16 @@ def nearest_predictions(
 ) -> pd.DataFrame:
     """The nearest-measured baseline out of fold: each fold answered from its training rows only.
 
-    CV and LOGO ask the nearest measured GPU (by bandwidth; ITL scaled by the bandwidth ratio),
-    LOLO the nearest measured LLM (by parameters); rows with no neighbour under the same
+    CV and LOGO ask the nearest measured GPU (by bandwidth; offline ITL scaled by the bandwidth
+    ratio, ``NEAREST_ITL_EXPONENT``), LOLO the nearest measured LLM (by parameters); rows with
+    no neighbour under the same
     workload stay NaN (``baselines.nearest_measured``).
     """
     neighbour = NEAREST_BY_SPLIT[split]
-    exponent = NEAREST_ITL_EXPONENT[neighbour] if target == "itl" else 0.0
+    exponent = np.zeros(len(frame))
+    if target == "itl":
+        scenarios = frame["scenario"].to_numpy()
+        exponent = np.array([NEAREST_ITL_EXPONENT.get((neighbour, s), 0.0) for s in scenarios])
     pred = np.full(len(frame), np.nan)
     for train, test in split_indices(frame, split, seed=seed):
         pred[test] = nearest_measured(
@@ -154,7 +158,7 @@ def nearest_predictions(
             frame.iloc[test],
             MEASURED_COLUMN[target],
             neighbour,
-            exponent=exponent,
+            exponent=exponent[test],
         )
     return predictions_frame(target, frame, pred)
 
