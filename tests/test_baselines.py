@@ -6,6 +6,7 @@ from wattgpu.modeling.baselines import (
     NEAREST_METHOD,
     load_scaled_tdp,
     nearest_measured,
+    prefill_ttft,
     roofline_itl,
 )
 from wattgpu.modeling.evaluation import (
@@ -146,3 +147,17 @@ def test_a_closed_loop_is_matched_on_its_users_not_on_its_achieved_rate():
     test = test.assign(users=[8.0], request_rate_rps=[5.7], input_tokens=[126.4])
     # only B ran 8 users (its rate and prompt mean differ, as outcomes do): 0.02 s
     assert nearest_measured(train, test, "itl_s", "gpu") == pytest.approx([0.02])
+
+
+def test_prefill_ttft_by_hand():
+    rows = pd.DataFrame(
+        {
+            "llm_params_b": [8.0, 47.0],
+            "llm_active_params_b": [np.nan, 13.0],
+            "gpu_fp16_tensor_tflops": [1000.0, 1000.0],
+            "num_gpus": [1, 2],
+            "input_tokens": [500.0, 1000.0],
+        }
+    )
+    # 2 x 8e9 x 500 / 1e15 = 8 ms; MoE: 2 x 13e9 (active) x 1000 / (1e15 x 2 GPUs) = 13 ms
+    assert prefill_ttft(rows) == pytest.approx([0.008, 0.013])

@@ -33,7 +33,7 @@ from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.splits import SPLITS
-from wattgpu.modeling.targets import check_target, rows_with_target
+from wattgpu.modeling.targets import MEASURED_COLUMN, check_target, rows_with_target
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
     fit_interval,
@@ -113,6 +113,13 @@ def validate(
     )
     report = validation.format_reports(reports, verbose=True)
     return all(r.success for r in reports), report, reports
+
+
+def measures(settings: Settings, target: str, data_paths: list[Path] | None) -> bool:
+    """Whether the measurements hold at least one positive value of ``target``."""
+    frame = load_data(settings, data_paths).measurements
+    values = pd.to_numeric(frame[MEASURED_COLUMN[check_target(target)]], errors="coerce")
+    return bool((values > 0).any())
 
 
 def training_rows(target: str, data: TrainingData) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from mlflow.utils.rest_utils import http_request
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle.workers import HEARTBEAT_S
 
-EXPERIMENTS = {"power": "wattgpu-power", "itl": "wattgpu-itl"}
+EXPERIMENTS = {"power": "wattgpu-power", "itl": "wattgpu-itl", "ttft": "wattgpu-ttft"}
 EVALUATION_CSV = "evaluation/evaluation.csv"
 HEARTBEAT_TAG = "wattgpu.heartbeat"
 

@@ -32,7 +32,24 @@ def roofline_itl(frame: pd.DataFrame) -> np.ndarray:
     return 2.0 * params / (bandwidth * gpus)
 
 
-BASELINES = {"power": ("load-scaled-tdp", load_scaled_tdp), "itl": ("roofline", roofline_itl)}
+def prefill_ttft(frame: pd.DataFrame) -> np.ndarray:
+    """TTFT lower bound, s: the prompt's prefill at the FP16 tensor peak, no queueing.
+
+    2 x active params x input tokens / (FP16 FLOP/s x GPUs).
+    """
+    params = frame["llm_params_b"].to_numpy(dtype=float)
+    active = frame["llm_active_params_b"].astype(float).fillna(pd.Series(params, frame.index))
+    flops = frame["gpu_fp16_tensor_tflops"].to_numpy(dtype=float) * 1e12
+    gpus = frame["num_gpus"].astype(float).fillna(1.0).clip(lower=1.0).to_numpy()
+    tokens = frame["input_tokens"].to_numpy(dtype=float)
+    return 2.0 * active.to_numpy() * 1e9 * tokens / (flops * gpus)
+
+
+BASELINES = {
+    "power": ("load-scaled-tdp", load_scaled_tdp),
+    "itl": ("roofline", roofline_itl),
+    "ttft": ("prefill-roofline", prefill_ttft),
+}
 
 
 # --- the practitioner's baseline: the nearest measured GPU (or LLM) ------------------------------

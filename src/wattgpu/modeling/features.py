@@ -340,8 +340,9 @@ def with_prior(
 ) -> pd.DataFrame:
     """Add (or replace) the analytical model's answer and the server concurrency it implies.
 
-    ``prior_power_w`` / ``prior_itl_s``: the physics prior (the ITL target is the log-ratio of the
-    measurement to it, see targets.py). ``cpu_floor_s``: the engine's host-side time per step,
+    ``prior_power_w`` / ``prior_itl_s`` / ``prior_ttft_s``: the physics prior (the ITL and TTFT
+    targets are the log-ratios of the measurements to it, see targets.py). ``cpu_floor_s``: the
+    engine's host-side time per step,
     ``floors[engine]`` (s per layer, default ``physics.DEFAULT_ENGINE_FLOORS``) x layers; 0 for
     vLLM and unknown engines. ``prior_power_cpu_w``: the prior power when a step lasts at least
     that long, the GPU busy for ``prior_itl_s`` of it and idle for the rest (the power target is
@@ -363,6 +364,7 @@ def _with_prior(
     prior = physics.serving_model_columns(out, constants)
     out["prior_power_w"] = prior["power_w"]
     out["prior_itl_s"] = prior["itl_s"]
+    out["prior_ttft_s"] = _prior_ttft(out, prior["ttft_s"])
     out["concurrency"] = _concurrency(out, prior["concurrency"])
     floors = physics.DEFAULT_ENGINE_FLOORS if floors is None else floors
     per_layer = _map_unique(out["engine"], lambda e: floors.get(e, np.nan), float)
@@ -381,6 +383,20 @@ def _with_prior(
         out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
         out["log_prior_itl_cpu_s"] = np.log(step)
     return out
+
+
+def _prior_ttft(columns: Mapping[str, np.ndarray], server_ttft: np.ndarray) -> np.ndarray:
+    """The TTFT prior, s.
+
+    A server's comes from the analytical model: its prefill at the FP16 peak, stretched by the
+    share of time other prefills hold the GPU, plus a step (a closed loop adds the wait for a
+    slot). Offline: the request's own prefill, 2 x active params x input tokens / FP16 FLOP/s,
+    plus one decode step (an offline batch's queueing depends on how the engine admits its
+    prompts, which no row describes).
+    """
+    prefill = columns["compute_latency_s"] * _floats(columns["input_tokens"])
+    own = prefill + columns["prior_itl_s"]
+    return np.where(np.isfinite(server_ttft), server_ttft, own)
 
 
 def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series) -> pd.Series:
