@@ -52,6 +52,7 @@ from wattgpu.recommendation.ranking import (
     HOURS,
     IDLE_RATE_RPS,
     PRICE_COLUMNS,
+    TTFT_COLUMNS,
     Predictor,
     pareto_front,
     rank_gpus,
@@ -63,6 +64,7 @@ __all__ = [
     "HOURS",
     "IDLE_RATE_RPS",
     "PRICE_COLUMNS",
+    "TTFT_COLUMNS",
     "Predictor",
     "check_prices",
     "check_profile",
@@ -100,9 +102,12 @@ def model_predictor(
             loaded[target] = registry.load(target, alias)
 
     def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
-        url = urls[target]
+        url = urls.get(target)
         if url:
             return client.ask_server(url, queries)
+        if target not in loaded:  # TTFT: loaded when a TTFT SLO asks for it
+            tracking.configure(settings.tracking_uri, must_exist=True)
+            loaded[target] = registry.load(target, alias)
         return client.ask_loaded_model(loaded[target], queries)
 
     return ask
@@ -128,6 +133,7 @@ def recommend(
     predictor: Predictor | None = None,
     strict: bool = False,
     concurrency: float | None = None,
+    ttft_slo_ms: float | None = None,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
@@ -150,6 +156,7 @@ def recommend(
         predictor: ``(queries, target) -> predictions``; replaces the registry and the servers.
         strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
         concurrency: a server's load as concurrent users of a closed loop (instead of a rate).
+        ttft_slo_ms: the time-to-first-token target, ms (asks the TTFT model too).
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
@@ -167,6 +174,9 @@ def recommend(
     request = _checked_request(catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens)
     request["load"] = _checked_load(rate, requests_per_day, load_profile)
     request["concurrency"] = _checked_users(concurrency, request["load"], scenario)
+    if ttft_slo_ms is not None:
+        ttft_slo_ms = check_positive(ttft_slo_ms, "ttft_slo_ms")
+    request["ttft_slo_ms"] = ttft_slo_ms
     request["gpus"] = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
     request["prices"] = _checked_prices(prices, catalog)
     predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
@@ -246,5 +256,6 @@ def _summary(request: dict[str, Any], strict: bool) -> dict[str, Any]:
         "output_tokens": request["output_tokens"],
         "input_tokens": request["input_tokens"],
         "concurrency": request["concurrency"],
+        "ttft_slo_ms": request["ttft_slo_ms"],
         "strict": strict,
     }
