@@ -67,6 +67,7 @@ from wattgpu.modeling.evaluation import (
     predictions_frame,
     score,
     score_beside_nearest,
+    score_by_statistic,
     studies_needed,
     to_markdown,
 )
@@ -223,6 +224,8 @@ def run(
                     score(oof, "catboost", target, split), target, data, oof, split, seed
                 )
                 chosen += [{"target": target, **p} for p in params]
+                if target == "itl":
+                    records += score_by_statistic(oof, split)
             if BASELINE_OF[target] in methods:
                 records += score(baseline, BASELINE_OF[target], target, split)
             if NEAREST_METHOD in methods:

@@ -161,3 +161,32 @@ def test_prefill_ttft_by_hand():
     )
     # 2 x 8e9 x 500 / 1e15 = 8 ms; MoE: 2 x 13e9 (active) x 1000 / (1e15 x 2 GPUs) = 13 ms
     assert prefill_ttft(rows) == pytest.approx([0.008, 0.013])
+
+
+def test_itl_error_is_reported_apart_on_rows_that_measured_the_served_statistic():
+    from wattgpu.modeling.evaluation import score_by_statistic
+
+    oof = pd.DataFrame(
+        {
+            "gpu": ["A", "B", "C"],
+            "model": ["m"] * 3,
+            "scenario": ["server", "server", "offline"],
+            "true": [0.010, 0.020, 0.040],
+            "pred": [0.011, 0.030, 0.030],
+            "itl_statistic": ["median", "median", "with_prefill"],
+        }
+    )
+    records = {(r["method"], r["scenario"]): r for r in score_by_statistic(oof, "LOGO")}
+    # median rows (both server): errors 10 % and 50 % -> median 30 %
+    assert records["catboost (median-ITL rows)", "server"]["mdape"] == pytest.approx(30.0)
+    # the with-prefill row: |0.03 - 0.04| / 0.04 = 25 %
+    assert records["catboost (other-ITL rows)", "offline"]["mdape"] == pytest.approx(25.0)
+    assert len(records) == 2
+
+
+def test_the_model_card_names_the_served_statistic():
+    from wattgpu.modeling.card import ModelCard
+
+    card = ModelCard(target="itl", domain={})
+    assert card.statistic == "median gap between two consecutive tokens of one request, ms"
+    assert ModelCard.from_json(card.to_json()).statistic == card.statistic

@@ -430,7 +430,13 @@ def _log_figure(figure: Any, artifact_file: str) -> None:
 
 
 # The prefix of each method's metrics; any other method is the target's no-learning baseline.
-METRIC_PREFIX = {"catboost": "", NEAREST_METHOD: "nearest_", MODEL_ON_NEAREST_ROWS: "nearest_rows_"}
+METRIC_PREFIX = {
+    "catboost": "",
+    NEAREST_METHOD: "nearest_",
+    MODEL_ON_NEAREST_ROWS: "nearest_rows_",
+    "catboost (median-ITL rows)": "median_itl_rows_",
+    "catboost (other-ITL rows)": "other_itl_rows_",
+}
 
 
 def _metrics_from_table(table: pd.DataFrame) -> dict[str, float]:
