@@ -58,7 +58,7 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from wattgpu.lifecycle.tuning import tuner
-from wattgpu.modeling.baselines import NEAREST_METHOD
+from wattgpu.modeling.baselines import BASELINES, NEAREST_METHOD
 from wattgpu.modeling.evaluation import (
     TABLE_COLUMNS,
     baseline_predictions,
@@ -80,10 +80,17 @@ from wattgpu.modeling.uncertainty import (
     interval_figures,
 )
 
-METHODS = ("catboost", "load-scaled-tdp", "roofline", NEAREST_METHOD, "xgboost-paper")
+METHODS = (
+    "catboost",
+    "load-scaled-tdp",
+    "roofline",
+    "prefill-roofline",
+    NEAREST_METHOD,
+    "xgboost-paper",
+)
 # The evaluation table plus the project's prediction intervals (blank for the other methods).
 BENCH_COLUMNS = (*TABLE_COLUMNS, "interval_coverage", "interval_width")
-BASELINE_OF = {"power": "load-scaled-tdp", "itl": "roofline"}
+BASELINE_OF = {target: name for target, (name, _) in BASELINES.items()}
 TRIALS = 10
 QUICK_TRIALS = 2
 
@@ -230,7 +237,7 @@ def run(
                 records += score(baseline, BASELINE_OF[target], target, split)
             if NEAREST_METHOD in methods:
                 records += nearest_records(target, data, split, oof, seed)
-            if "xgboost-paper" in methods:
+            if "xgboost-paper" in methods and target in PAPER_RECIPE:
                 records += score(
                     paper_out_of_fold(target, data, split, seed), "xgboost-paper", target, split
                 )
@@ -386,7 +393,7 @@ def steps_needed(args: argparse.Namespace, rows: pd.DataFrame) -> int:
     """How many progress steps ``run`` reports (nested studies and paper fits)."""
     return sum(
         (studies_needed(rows_with_target(t, rows), s) if "catboost" in args.methods else 0)
-        + ("xgboost-paper" in args.methods)
+        + ("xgboost-paper" in args.methods and t in PAPER_RECIPE)
         for t in args.targets
         for s in args.splits
     )
