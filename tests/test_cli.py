@@ -115,7 +115,8 @@ def test_target_is_an_option_everywhere_with_one_vocabulary():
         path[0] for path in targets
     }
     for path, option in targets.items():
-        assert set(option.type.choices) in ({"power", "itl"}, {"power", "itl", "both"}), path
+        every = {"power", "itl", "ttft"}
+        assert set(option.type.choices) in (every, every | {"both"}), path
         if not option.required:
             expected = "both" if "both" in option.type.choices else "power"
             assert option.default == expected, path
