@@ -231,7 +231,10 @@ def store(tmp_path_factory, catalog):
     data = root / "small.csv"
     rows[rows["gpu"].isin(SERVED_GPUS)].to_csv(data, index=False)
     settings = Settings(
-        SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
+        SHIPPED_DATA_DIR,
+        root,
+        f"sqlite:///{root / 'mlflow.db'}",
+        f"sqlite:///{root / 'optuna.db'}",
     )
     runs = {
         t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
