@@ -18,6 +18,12 @@ leave-one-LLM-out folds for every method:
 * ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
   (``wattgpu.modeling.baselines``); the roofline is the per-request step time 2·params/bandwidth,
   compared with the per-request ``itl_s``.
+* ``nearest-measured`` — the practitioner's baseline (``wattgpu.modeling.baselines``): on CV and
+  LOGO, the same workload's measurement on the training GPU closest in memory bandwidth (offline
+  ITL scaled by the bandwidth ratio, server ITL as measured: whichever did better); on LOLO,
+  the same workload on the same GPU with the training LLM closest in parameter count (as
+  measured). It answers only rows whose workload was measured
+  elsewhere, so ``catboost (nearest's rows)`` scores the model on exactly those rows beside it.
 * ``xgboost-paper`` — the WattGPU paper's recipe, re-implemented here: XGBoost on the paper's
   feature lists, ordinal-encoded categoricals and standardised numerics, power as power/TDP
   (max_depth 6, reg_lambda 150, 200 trees) and ITL as log ITL (max_depth 5, reg_lambda 100,
@@ -52,12 +58,16 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from wattgpu.lifecycle.tuning import tuner
+from wattgpu.modeling.baselines import BASELINES, NEAREST_METHOD
 from wattgpu.modeling.evaluation import (
     TABLE_COLUMNS,
     baseline_predictions,
+    nearest_predictions,
     nested_out_of_fold,
     predictions_frame,
     score,
+    score_beside_nearest,
+    score_by_statistic,
     studies_needed,
     to_markdown,
 )
@@ -70,10 +80,17 @@ from wattgpu.modeling.uncertainty import (
     interval_figures,
 )
 
-METHODS = ("catboost", "load-scaled-tdp", "roofline", "xgboost-paper")
+METHODS = (
+    "catboost",
+    "load-scaled-tdp",
+    "roofline",
+    "prefill-roofline",
+    NEAREST_METHOD,
+    "xgboost-paper",
+)
 # The evaluation table plus the project's prediction intervals (blank for the other methods).
 BENCH_COLUMNS = (*TABLE_COLUMNS, "interval_coverage", "interval_width")
-BASELINE_OF = {"power": "load-scaled-tdp", "itl": "roofline"}
+BASELINE_OF = {target: name for target, (name, _) in BASELINES.items()}
 TRIALS = 10
 QUICK_TRIALS = 2
 
@@ -197,6 +214,7 @@ def run(
         data = rows_with_target(target, rows)
         baseline = baseline_predictions(target, data)
         for split in splits:
+            oof = None
             if "catboost" in methods:
                 oof, params = nested_out_of_fold(
                     target,
@@ -214,9 +232,13 @@ def run(
                 )
                 records += by_kind(oof, data, target, split)
                 chosen += [{"target": target, **p} for p in params]
+                if target == "itl":
+                    records += score_by_statistic(oof, split)
             if BASELINE_OF[target] in methods:
                 records += score(baseline, BASELINE_OF[target], target, split)
-            if "xgboost-paper" in methods:
+            if NEAREST_METHOD in methods:
+                records += nearest_records(target, data, split, oof, seed)
+            if "xgboost-paper" in methods and target in PAPER_RECIPE:
                 records += score(
                     paper_out_of_fold(target, data, split, seed), "xgboost-paper", target, split
                 )
@@ -249,6 +271,16 @@ def by_kind(oof: pd.DataFrame, data: pd.DataFrame, target: str, split: str) -> l
             part = oof[mask].reset_index(drop=True)
             records += score(part, f"catboost [{kind}]", target, split)
     return records
+
+
+def nearest_records(
+    target: str, data: pd.DataFrame, split: str, oof: pd.DataFrame | None, seed: int
+) -> list[dict[str, Any]]:
+    """The nearest-measured baseline, and the model's figures on the rows it answers."""
+    nearest = nearest_predictions(target, data, split, seed=seed)
+    if oof is not None:
+        return score_beside_nearest(oof, nearest, target, split)
+    return score(nearest[nearest["pred"].notna()], NEAREST_METHOD, target, split)
 
 
 def with_intervals(
@@ -344,7 +376,11 @@ def caption(trials: int) -> str:
         "no figure comes from a model tuned on its own held-out GPU or LLM; the constants and "
         "engine floors of the analytical prior are refitted on each fold's training rows as "
         "well. xgboost-paper: the "
-        "paper's fixed settings. Baselines: no learning."
+        "paper's fixed settings. Baselines: no learning. nearest-measured: the same workload "
+        "measured on the training GPU nearest in memory bandwidth (CV, LOGO; offline ITL x "
+        "bandwidth ratio) or with the training LLM nearest in parameters on the same GPU "
+        "(LOLO), on the rows it can answer; catboost (nearest's rows): the model on those "
+        "same rows."
     )
 
 
@@ -389,7 +425,7 @@ def steps_needed(args: argparse.Namespace, rows: pd.DataFrame) -> int:
     """How many progress steps ``run`` reports (nested studies and paper fits)."""
     return sum(
         (studies_needed(rows_with_target(t, rows), s) if "catboost" in args.methods else 0)
-        + ("xgboost-paper" in args.methods)
+        + ("xgboost-paper" in args.methods and t in PAPER_RECIPE)
         for t in args.targets
         for s in args.splits
     )

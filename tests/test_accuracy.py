@@ -105,3 +105,14 @@ def test_near_ties_count_groups_whose_gpus_measure_within_five_percent():
     assert _bench().near_ties(rows, "value") == (3, 1)
     # a and b rank x against y; d ranks three GPUs; c ranks nothing
     assert _bench().commonest_gpu_set(rows) == (("x", "y"), 2)
+
+
+def test_nearest_measured_answers_only_rows_measured_elsewhere(measured_rows):
+    bench = _bench()
+    table, _ = bench.run(
+        measured_rows, targets=("itl",), splits=("LOGO", "LOLO"), methods=("nearest-measured",)
+    )
+    assert set(table["method"]) == {"nearest-measured"}
+    itl_rows = measured_rows["itl_s"].notna().sum()
+    assert (table["n_rows"] > 0).all() and (table["n_rows"] < itl_rows).all()
+    assert table["mdape"].between(0.0, 100.0).all(), table.to_string()

@@ -115,7 +115,8 @@ def test_target_is_an_option_everywhere_with_one_vocabulary():
         path[0] for path in targets
     }
     for path, option in targets.items():
-        assert set(option.type.choices) in ({"power", "itl"}, {"power", "itl", "both"}), path
+        every = {"power", "itl", "ttft"}
+        assert set(option.type.choices) in (every, every | {"both"}), path
         if not option.required:
             expected = "both" if "both" in option.type.choices else "power"
             assert option.default == expected, path
@@ -255,3 +256,23 @@ def test_settings_are_built_once_at_the_root_and_reach_nested_commands(run, monk
     result = run("--data-dir", str(nowhere), "data", "simulate", "--output", "out.csv")
     assert result.exit_code == 1 and str(nowhere) in result.output.strip().splitlines()[-1]
     assert calls == [{"data_dir": nowhere}]
+
+
+def test_predict_options_state_a_server_load_as_concurrent_users():
+    from wattgpu.cli import _in_option_names, _query_from_options
+
+    options = {"gpu": "A10", "llm": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "server"}
+    options |= {"rate": None, "concurrency": 16, "batch_size": None, "input_tokens": None}
+    options |= {"output_tokens": None, "engine": None, "engine_year": None}
+    options |= {"num_gpus": None, "dtype": None}
+    query = _query_from_options(options)
+    assert query.to_dict("records") == [
+        {
+            "gpu": "A10",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "scenario": "server",
+            "concurrency": 16,
+        }
+    ]
+    message = "row 0: give request_rate_rps or concurrency for a server, not both"
+    assert _in_option_names(message) == "give --rate or --concurrency for a server, not both"

@@ -40,3 +40,37 @@ def test_a_weight_format_warns_only_when_not_trained_on(small_catalog):
         "weights in fp8: the model was trained on none (bfloat16 only)"
     )
     assert domain_warnings(features, training_domain(features)) == ["", ""]
+
+
+def test_the_domain_knows_the_load_and_warns_outside_it(small_catalog):
+    # trained on offline rows and on closed loops of 2 and 16 users (an achieved rate of 3.5)
+    trained = build_features(
+        pd.concat(
+            [
+                query(),
+                query(scenario="server", concurrency=2, request_rate_rps=3.5),
+                query(scenario="server", concurrency=16, request_rate_rps=9.0),
+            ],
+            ignore_index=True,
+        ),
+        small_catalog,
+    )
+    domain = training_domain(trained)
+    assert domain["scenarios"] == ["offline", "server"]
+    assert domain["users"] == [2.0, 16.0]
+    # a closed loop's rate is an outcome: no open-loop rate was trained
+    assert domain["request_rate_rps"][0] != domain["request_rate_rps"][0]  # NaN
+    assert domain["itl_statistics"] == ["median"]
+    inside = build_features(query(scenario="server", concurrency=8), small_catalog)
+    assert domain_warnings(inside, domain) == [""]
+    # 16 x 1.25 = 20 users is the edge of the trained range
+    many = build_features(query(scenario="server", concurrency=64), small_catalog)
+    assert domain_warnings(many, domain) == ["concurrency 64 beyond the trained range (max 16)"]
+    by_rate = build_features(query(scenario="server", request_rate_rps=1.0), small_catalog)
+    assert domain_warnings(by_rate, domain) == [
+        "load as a request rate: the model saw servers given by concurrent users only"
+    ]
+    offline_only = training_domain(build_features(query(), small_catalog))
+    assert domain_warnings(inside, offline_only) == [
+        "scenario server not seen in training (offline only)"
+    ]

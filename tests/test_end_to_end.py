@@ -138,6 +138,7 @@ def runs_of_default(uri: str) -> pd.DataFrame:
 def test_study_resumes_from_its_storage(tmp_path, small_data):
     settings = Settings(
         SHIPPED_DATA_DIR,
+        tmp_path,
         f"sqlite:///{tmp_path / 'mlflow.db'}",
         f"sqlite:///{tmp_path / 'optuna.db'}",
     )
@@ -159,6 +160,7 @@ def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_dat
     bad.to_csv(path, index=False)
     settings = Settings(
         SHIPPED_DATA_DIR,
+        tmp_path,
         f"sqlite:///{tmp_path / 'mlflow.db'}",
         f"sqlite:///{tmp_path / 'optuna.db'}",
     )

@@ -33,6 +33,11 @@ def check(*rows, catalog):
     return check_queries(pd.DataFrame(list(rows)), catalog)
 
 
+def test_a_server_may_state_its_load_as_concurrent_users(small_catalog):
+    out = check({**OK, "request_rate_rps": None, "concurrency": 16}, catalog=small_catalog)
+    assert out.loc[0, "concurrency"] == 16.0 and np.isnan(out.loc[0, "request_rate_rps"])
+
+
 def test_names_resolve_to_canonical(small_catalog):
     out = check(OK, catalog=small_catalog)
     assert out.loc[0, "gpu"] == "NVIDIA H100 SXM5"
@@ -87,6 +92,24 @@ def test_names_resolve_to_canonical(small_catalog):
             {"scenario": "offline"},
             "row 0: request_rate_rps applies to a server only; leave it blank on an offline row "
             "(got 0.5)",
+        ),
+        (
+            {"concurrency": 16},
+            "row 0: give request_rate_rps or concurrency for a server, not both "
+            "(got 0.5 requests/s and 16 users)",
+        ),
+        (
+            {"scenario": "offline", "request_rate_rps": None, "concurrency": 16},
+            "row 0: concurrency applies to a server only; leave it blank on an offline row "
+            "(got 16)",
+        ),
+        (
+            {"request_rate_rps": None, "concurrency": 0},
+            "row 0: concurrency must be a whole number from 1 to 65536 concurrent users; got 0",
+        ),
+        (
+            {"request_rate_rps": None, "concurrency": 2.5},
+            "row 0: concurrency must be a whole number from 1 to 65536 concurrent users; got 2.5",
         ),
         ({"gpu": "x" * 201}, "row 0: gpu must be at most 200 characters; got 201"),
         ({"model": None}, "row 0: model is required"),
@@ -155,6 +178,8 @@ def _row_for(field: str, value: float) -> dict:
     row = {**OK}
     if field == "batch_size":
         row = {**OK, "scenario": "offline", "request_rate_rps": None}
+    if field == "concurrency":
+        row = {**OK, "request_rate_rps": None}
     if field.startswith("gpu_"):
         row |= {"gpu": "NVIDIA X1", **NEW_GPU}
     if field.startswith("llm_"):

@@ -82,7 +82,8 @@ def test_ranking_is_consistent_with_the_printed_predictions(small_catalog):
     assert np.allclose(ranked["energy_kwh_per_day"], ranked["power_w"] * 24 / 1000)
     assert (ranked["power_lower_w"] <= ranked["power_w"]).all()
     assert (ranked["itl_ms"] <= ranked["itl_upper_ms"]).all()
-    assert list(table.columns) == [c for c in rec.COLUMNS if c not in rec.PRICE_COLUMNS]
+    optional = (*rec.PRICE_COLUMNS, *rec.TTFT_COLUMNS)  # only with prices, with a TTFT SLO
+    assert list(table.columns) == [c for c in rec.COLUMNS if c not in optional]
 
 
 def test_load_profile_energy_by_hand(small_catalog):
@@ -166,6 +167,50 @@ def test_offline_uses_the_engine_batch(small_catalog):
     assert l4["energy_kwh_per_day"] == pytest.approx(60.0 * hours / 1000)
 
 
+def test_closed_loop_concurrency_is_the_whole_load(small_catalog):
+    asked = []
+
+    def predictor(queries, target):
+        asked.append(queries)
+        return hand_predictor(queries, target)
+
+    table = rec.recommend(
+        LLM_8B, concurrency=16, catalog=small_catalog, predictor=predictor, output_tokens=256
+    )
+    # one query per GPU and target, with the users and no rate
+    assert all(list(q["concurrency"]) == [16.0] * len(q) for q in asked)
+    assert all("request_rate_rps" not in q.columns for q in asked)
+    l4 = by_gpu(table)["NVIDIA L4"]
+    # the hand predictor reads a blank rate as 1: power 40 + 20 = 60 W; ITL 60 ms
+    # 16 users decode one token each per 60 ms: 16 / 0.060 = 266.67 tokens/s, all day
+    assert l4["concurrent_seqs"] == 16 and l4["busy_hours"] == 24
+    assert l4["tokens_per_s"] == pytest.approx(16 / 0.060)
+    assert l4["energy_j_per_token"] == pytest.approx(60.0 * 0.060 / 16)  # 0.225 J
+    assert l4["energy_kwh_per_day"] == pytest.approx(60.0 * 24 / 1000)  # 1.44 kWh
+    assert table.attrs["request"]["concurrency"] == 16
+
+
+def test_ttft_slo_asks_the_ttft_model_and_leaves_out_slow_first_tokens(small_catalog):
+    ttft = {"NVIDIA H100 SXM5": 30.0, "NVIDIA L4": 90.0}
+
+    def predictor(queries, target):
+        if target != "ttft":
+            return hand_predictor(queries, target)
+        value = np.array([ttft[g] for g in queries["gpu"]])
+        return pd.DataFrame({"prediction": value, "lower": value, "upper": value, "warnings": ""})
+
+    table = rec.recommend(
+        LLM_8B, rate=0.5, ttft_slo_ms=50, catalog=small_catalog, predictor=predictor
+    )
+    rows = by_gpu(table)
+    # the L4 uses less energy (50 W vs 250 W at 0.5 req/s) but its first token takes 90 ms
+    assert rows["NVIDIA L4"]["reason"] == "TTFT 90 ms > 50 ms"
+    assert rows["NVIDIA L4"]["meets_ttft_slo"] is False or not rows["NVIDIA L4"]["meets_ttft_slo"]
+    assert rows["NVIDIA H100 SXM5"]["rank"] == 1 and rows["NVIDIA H100 SXM5"]["ttft_ms"] == 30
+    # without a TTFT SLO the TTFT columns are not in the answer
+    assert "ttft_ms" not in ask(small_catalog, rate=0.5).columns
+
+
 def test_prices_add_cost_columns(small_catalog):
     table = ask(small_catalog, rate=0.5, prices={"L4": 0.8, "NVIDIA H100 80GB HBM3": 4.0})
     rows = by_gpu(table)
@@ -190,6 +235,10 @@ def test_gpus_resolve_through_aliases(small_catalog):
         ({"rate": float("nan")}, "rate must be a finite number > 0"),
         ({"requests_per_day": 0}, "requests_per_day must be a finite number > 0"),
         ({"rate": 1, "requests_per_day": 5}, "give one load, not rate and requests_per_day"),
+        ({"rate": 1, "concurrency": 8}, "give one load, not rate and concurrency"),
+        ({"concurrency": 2.5}, "concurrency must be a whole number from 1 to 65536"),
+        ({"concurrency": 0}, "concurrency must be a finite number > 0; got 0"),
+        ({"concurrency": 8, "scenario": "offline"}, "concurrency applies to a server only"),
         ({}, "a server needs a load"),
         ({"rate": 1, "itl_slo_ms": -3}, "itl_slo_ms must be a finite number > 0; got -3"),
         ({"rate": 1, "output_tokens": 0.5}, "output_tokens must be a whole number >= 1"),
@@ -294,8 +343,9 @@ def test_cli_json_carries_every_column_and_plot_is_a_png(run, tmp_path):
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
     assert len(records) == 28
-    shown = set(TABLE_COLUMNS) - set(rec.PRICE_COLUMNS)
-    assert shown <= set(records[0]) and set(rec.COLUMNS) - set(rec.PRICE_COLUMNS) <= set(records[0])
+    optional = {*rec.PRICE_COLUMNS, *rec.TTFT_COLUMNS}
+    shown = set(TABLE_COLUMNS) - optional
+    assert shown <= set(records[0]) and set(rec.COLUMNS) - optional <= set(records[0])
     assert records[0]["rank"] == 1 and records[0]["meets_slo"] is True
     assert result.stderr.startswith("Best: NVIDIA L4")
     assert chart.read_bytes()[:8] == PNG_SIGNATURE
@@ -303,7 +353,8 @@ def test_cli_json_carries_every_column_and_plot_is_a_png(run, tmp_path):
     assert image.ndim == 3 and image.shape[0] > 100
     csv = run(*TICKETS, "--format", "csv", "--price-file", str(write_prices(tmp_path)))
     frame = pd.read_csv(pd.io.common.StringIO(csv.stdout))
-    assert set(TABLE_COLUMNS) <= set(frame.columns) and frame["cost_rank"].notna().sum() == 2
+    shown = set(TABLE_COLUMNS) - set(rec.TTFT_COLUMNS)
+    assert shown <= set(frame.columns) and frame["cost_rank"].notna().sum() == 2
 
 
 def write_prices(tmp_path, rows=(("L4", 0.8), ("H100", 4.0))):

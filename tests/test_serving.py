@@ -325,5 +325,6 @@ def test_predict_from_a_running_server(server, store, monkeypatch):
         ],
     )
     assert bad.exit_code == 1 and bad.output.strip() == (
-        "Error: --rate is required for a server and must be greater than 0 (requests/s)"
+        "Error: --rate is required for a server and must be greater than 0 (requests/s), "
+        "unless the row gives --concurrency (concurrent users of a closed loop) instead"
     )

@@ -107,6 +107,31 @@ def test_server_littles_law_fixed_point_by_hand(round_catalog):
     assert out["ttft_s"] == pytest.approx(0.04 / 0.96 + 5.647423e-3, rel=1e-6)
 
 
+def test_closed_loop_server_is_a_batch_of_its_users_by_hand(round_catalog):
+    rows = features(round_catalog, scenario="server", concurrency=10)
+    assert rows["users"].iloc[0] == 10 and rows["concurrency"].iloc[0] == 10
+    out = serving_model(rows, ROUND).iloc[0]
+    # ten users, each sending its next request as the last ends: the offline batch of 10 above,
+    # ITL 6.9024 ms, power 261.96 W (no server factor: it is fitted to open loops)
+    assert out["itl_s"] == pytest.approx(6.9024e-3, rel=1e-9)
+    assert out["power_w"] == pytest.approx(261.961, rel=1e-5)
+    # below the cap nobody waits for a slot: TTFT = prefill 40 ms + ITL 6.9024 ms
+    assert out["ttft_s"] == pytest.approx(46.9024e-3, rel=1e-9)
+
+
+def test_closed_loop_users_beyond_the_engine_batch_wait_for_a_slot_by_hand(round_catalog):
+    out = serving_model(features(round_catalog, scenario="server", concurrency=300), ROUND)
+    out = out.iloc[0]
+    # M = min(300, 256) = 256: t_mem = 4 + 256 x 1250 x 4096 B / 5e11 = 6.62144 ms,
+    # t_comp = 2e9 x 256 / 5e13 = 10.24 ms; step = 1 + 25.6 + 10.24 = 36.84 ms;
+    # stall = 256 x 40 / 500 = 20.48 ms -> ITL = 57.32 ms
+    assert out["concurrency"] == 256
+    assert out["itl_s"] == pytest.approx(57.32e-3, rel=1e-9)
+    # a slot serves a request in 40 + 500 x 57.32 = 28,700 ms;
+    # TTFT = 300/256 x 28,700 - 28,660 + 57.32 = 33,632.8125 - 28,602.68 = 5,030.1325 ms
+    assert out["ttft_s"] == pytest.approx(5.0301325, rel=1e-9)
+
+
 def grid(catalog, gpu, model, **columns):
     size = max(len(v) if np.ndim(v) else 1 for v in columns.values())
     frame = pd.DataFrame({"gpu": gpu, "model": model, **columns}, index=range(size))

@@ -32,3 +32,27 @@ def test_served_rows_carry_the_prior_the_itl_target_needs(small_catalog):
     rows = build_features(query, small_catalog)
     assert np.isfinite(rows["prior_itl_s"]).all() and (rows["prior_itl_s"] > 0).all()
     assert decode("itl", rows, np.array([0.0]))[0] == pytest.approx(rows["prior_itl_s"].iloc[0])
+
+
+def test_ttft_is_learnt_as_the_log_ratio_to_its_prior():
+    # measured 120 ms where the prior says 40 ms -> log(3); reported in ms
+    rows = pd.DataFrame({"ttft_s": [0.120], "prior_ttft_s": [0.040]})
+    assert encode("ttft", rows).iloc[0] == pytest.approx(math.log(3.0))
+    assert decode("ttft", rows, np.array([math.log(3.0)]))[0] == pytest.approx(0.120)
+
+
+def test_offline_ttft_prior_is_the_own_prefill_plus_a_step(small_catalog):
+    query = pd.DataFrame(
+        [
+            {
+                "gpu": "NVIDIA L4",
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "scenario": "offline",
+                "input_tokens": 1000,
+            }
+        ]
+    )
+    row = build_features(query, small_catalog).iloc[0]
+    # prefill = 2 x active params x 1000 tokens / FP16 FLOP/s = compute_latency_s x 1000
+    expected = row["compute_latency_s"] * 1000 + row["prior_itl_s"]
+    assert row["prior_ttft_s"] == pytest.approx(expected)

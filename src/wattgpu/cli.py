@@ -32,7 +32,7 @@ from wattgpu.cli_options import (
 )
 from wattgpu.config import load_settings
 from wattgpu.errors import QueryError, WattgpuError
-from wattgpu.modeling.targets import TARGETS
+from wattgpu.modeling.targets import MEASURED_COLUMN, OPTIONAL_TARGETS, TARGETS
 
 
 class WattgpuGroup(click.Group):
@@ -232,13 +232,19 @@ def main_job(
     data: tuple[Path, ...],
     register: bool,
 ) -> None:
-    """The main job: validate, tune power, tune ITL, log everything, register both models.
+    """The main job: validate, tune power, ITL and TTFT, log everything, register the models.
 
-    A target with no production version yet gets its new version promoted to production.
+    A target with no production version yet gets its new version promoted to production. TTFT
+    is skipped, with a notice, when the data holds no measured ``ttft_s``.
     """
-    from wattgpu.lifecycle import registry
+    from wattgpu.lifecycle import pipeline, registry
 
     for target in TARGETS:
+        if target in OPTIONAL_TARGETS and not pipeline.measures(
+            state.settings, target, list(data) or None
+        ):
+            click.echo(f"skipped {target}: the data holds no measured {MEASURED_COLUMN[target]}")
+            continue
         name = f"{study}-{target}" if study else None
         run_id = _run_tune(state, target, trials, time_budget, storage, name, seed, data)
         if register and run_id:
@@ -459,6 +465,12 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 @scenario_option
 @click.option("--rate", type=float, default=None, help="Server request rate, requests/s.")
 @click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Server load as concurrent users (a closed loop), instead of --rate.",
+)
+@click.option(
     "--batch-size",
     type=int,
     default=None,
@@ -498,7 +510,7 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 @target_option(every=True, help="Which model(s) to ask.")
 @alias_option
 @click.option(
-    "--url", default=None, help="Ask a running model server instead (needs --target power or itl)."
+    "--url", default=None, help="Ask a running model server instead (needs one --target)."
 )
 @output_format_option
 @pass_state
@@ -512,7 +524,7 @@ def predict(
     fmt: str,
     **query: Any,
 ) -> None:
-    """Predict power (W) and/or ITL (ms) for one query or a CSV of queries."""
+    """Predict power (W), ITL (ms) and TTFT (ms) for one query or a CSV of queries."""
     from wattgpu.lifecycle import client as predict_client
 
     if input_csv is not None:
@@ -523,7 +535,7 @@ def predict(
         _check_format(query["dtype"])
         queries = _query_from_options(query)
     if url and target == EVERY_TARGET:
-        raise click.UsageError("--url serves one model: give --target power or --target itl")
+        raise click.UsageError("--url serves one model: give one --target (power, itl or ttft)")
     quiet_mlflow()
     try:
         answers = predict_client.ask_models(
@@ -561,7 +573,7 @@ def _query_from_options(options: dict[str, Any]) -> Any:
     import pandas as pd
 
     row = {"gpu": options["gpu"], "model": options["llm"], "scenario": options["scenario"]}
-    row |= {"request_rate_rps": options["rate"]}
+    row |= {"request_rate_rps": options["rate"], "concurrency": options["concurrency"]}
     row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
     row |= {k: options[k] for k in ("engine_year", "num_gpus", "dtype")}
     return pd.DataFrame([row]).dropna(axis=1)
@@ -573,6 +585,7 @@ PREDICT_OPTIONS = {
     "model": "--model",
     "scenario": "--scenario",
     "request_rate_rps": "--rate",
+    "concurrency": "--concurrency",
     "batch_size": "--batch-size",
     "input_tokens": "--input-tokens",
     "output_tokens": "--output-tokens",

@@ -36,6 +36,8 @@ TABLE_COLUMNS = {
     "itl_upper_ms": "ITL upper ms",
     "meets_slo": "meets SLO",
     "meets_slo_upper": "at upper",
+    "ttft_ms": "TTFT ms",
+    "meets_ttft_slo": "meets TTFT SLO",
     "usd_per_day": "$/day",
     "usd_per_1m_tokens": "$/1M tokens",
     "cost_rank": "cost rank",
@@ -226,6 +228,12 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
 @click.command(name="recommend", epilog=EPILOG)
 @click.option("--model", "llm", required=True, help="LLM id or alias from the catalogue.")
 @click.option("--itl-slo-ms", type=float, default=None, help="Inter-token latency target, ms.")
+@click.option(
+    "--ttft-slo-ms",
+    type=float,
+    default=None,
+    help="Time-to-first-token target, ms (asks the TTFT model too).",
+)
 @scenario_option
 @click.option("--rate", type=float, default=None, help="Requests/s, all day.")
 @click.option(
@@ -236,6 +244,12 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     type=click.Path(path_type=Path),
     default=None,
     help="CSV of the day's load: hour, rate.",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Concurrent users of a closed loop, all day (instead of a rate).",
 )
 @click.option("--output-tokens", type=int, default=None, help="Mean output tokens (256).")
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt tokens (512).")
@@ -268,10 +282,12 @@ def recommend_command(
     state: CliState,
     llm: str,
     itl_slo_ms: float | None,
+    ttft_slo_ms: float | None,
     scenario: str,
     rate: float | None,
     requests_per_day: float | None,
     load_profile: Path | None,
+    concurrency: int | None,
     output_tokens: int | None,
     input_tokens: int | None,
     gpus: str | None,
@@ -298,10 +314,12 @@ def recommend_command(
     table = rec.recommend(
         llm,
         itl_slo_ms=itl_slo_ms,
+        ttft_slo_ms=ttft_slo_ms,
         scenario=scenario,
         rate=rate,
         requests_per_day=requests_per_day,
         load_profile=load_profile,
+        concurrency=concurrency,
         output_tokens=output_tokens,
         input_tokens=input_tokens,
         gpus=names,

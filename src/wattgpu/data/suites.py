@@ -114,6 +114,8 @@ MEASUREMENT_MINIMA = (
 )
 MAX_POWER_OVER_TDP = 1.5
 MAX_ITL_S = 60
+# A first token later than 10 minutes is a stalled run or a unit mistake (ms for s).
+MAX_TTFT_S = 600
 
 
 def expectation(kind: str, meta: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -252,6 +254,7 @@ def measurement_expectations() -> list[dict[str, Any]]:
             meta=_examples_from("gpu", "mean_power_w"),
         ),
         _between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
+        _between("ttft_s", 0, MAX_TTFT_S, strict_min=True, strict_max=True),
         *[_between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
         _between("num_gpus", 1, 64),
         _between("engine_year", 2000, 2100),

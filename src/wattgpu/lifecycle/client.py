@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from wattgpu.config import Settings
-from wattgpu.errors import ConfigError, DataError, QueryError
+from wattgpu.errors import ConfigError, DataError, ModelNotFound, QueryError
 from wattgpu.lifecycle import registry, tracking
 from wattgpu.lifecycle.serving import clean_message
 from wattgpu.modeling.inference import FLOAT_OUTPUTS, LOAD_COLUMNS, OUTPUT_COLUMNS
+from wattgpu.modeling.targets import OPTIONAL_TARGETS, UNIT
 
 ANSWER_COLUMNS = ("prediction", "lower", "upper")
 # The columns of one query that both targets' answers share (names and load).
@@ -68,9 +69,10 @@ def ask_models(
     alias: str = "production",
     url: str | None = None,
 ) -> pd.DataFrame:
-    """Ask the registry's ``alias`` models (or the server at ``url``) for one or both targets.
+    """Ask the registry's ``alias`` models (or the server at ``url``) for one or more targets.
 
-    With two targets the answer is one wide row per query.
+    With several targets the answer is one wide row per query; an optional target (TTFT) with
+    no model under ``alias`` is then left out rather than failing the others.
     """
     answers = {}
     for target in targets:
@@ -78,23 +80,29 @@ def ask_models(
             answer = ask_server(url, queries)
         else:
             tracking.configure(settings.tracking_uri, must_exist=True)
-            answer = ask_loaded_model(registry.load(target, alias), queries)
+            try:
+                model = registry.load(target, alias)
+            except ModelNotFound:
+                if len(targets) > 1 and target in OPTIONAL_TARGETS:
+                    continue
+                raise
+            answer = ask_loaded_model(model, queries)
         # the served answer holds None (JSON null) where there is no number: NaN here
         for column in FLOAT_OUTPUTS:
             if column in answer.columns:
                 answer[column] = pd.to_numeric(answer[column]).astype(float)
         answers[target] = answer
+    targets = tuple(answers)
     if len(targets) == 1:
         return answers[targets[0]]
-    power, itl = answers["power"], answers["itl"]
-    wide = power[[c for c in QUERY_COLUMNS if c in power.columns]].copy()
-    for target, frame, unit in (("power", power, "w"), ("itl", itl, "ms")):
+    first = answers[targets[0]]
+    wide = first[[c for c in QUERY_COLUMNS if c in first.columns]].copy()
+    for target in targets:
+        unit = UNIT[target].lower()
         for column in ANSWER_COLUMNS:
-            wide[f"{target}_{column}_{unit}"] = frame[column].to_numpy()
-    wide["warnings"] = [
-        "; ".join(dict.fromkeys(w for w in (a, b) if w))
-        for a, b in zip(power["warnings"], itl["warnings"], strict=True)
-    ]
+            wide[f"{target}_{column}_{unit}"] = answers[target][column].to_numpy()
+    texts = zip(*(answers[t]["warnings"] for t in targets), strict=True)
+    wide["warnings"] = ["; ".join(dict.fromkeys(w for w in row if w)) for row in texts]
     return wide
 
 

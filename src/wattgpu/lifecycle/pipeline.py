@@ -27,12 +27,13 @@ from wattgpu.data.measurements import data_hash, expand_paths, read_measurements
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
 from wattgpu.lifecycle import plots, pyfunc, tracking, tuning, workers
 from wattgpu.modeling import models
+from wattgpu.modeling.baselines import NEAREST_METHOD
 from wattgpu.modeling.card import ModelCard
 from wattgpu.modeling.domain import training_domain
-from wattgpu.modeling.evaluation import evaluate, to_markdown
+from wattgpu.modeling.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.splits import SPLITS
-from wattgpu.modeling.targets import check_target, rows_with_target
+from wattgpu.modeling.targets import MEASURED_COLUMN, check_target, rows_with_target
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
     fit_interval,
@@ -112,6 +113,13 @@ def validate(
     )
     report = validation.format_reports(reports, verbose=True)
     return all(r.success for r in reports), report, reports
+
+
+def measures(settings: Settings, target: str, data_paths: list[Path] | None) -> bool:
+    """Whether the measurements hold at least one positive value of ``target``."""
+    frame = load_data(settings, data_paths).measurements
+    values = pd.to_numeric(frame[MEASURED_COLUMN[check_target(target)]], errors="coerce")
+    return bool((values > 0).any())
 
 
 def training_rows(target: str, data: TrainingData) -> pd.DataFrame:
@@ -421,10 +429,20 @@ def _log_figure(figure: Any, artifact_file: str) -> None:
     plots.close(figure)
 
 
+# The prefix of each method's metrics; any other method is the target's no-learning baseline.
+METRIC_PREFIX = {
+    "catboost": "",
+    NEAREST_METHOD: "nearest_",
+    MODEL_ON_NEAREST_ROWS: "nearest_rows_",
+    "catboost (median-ITL rows)": "median_itl_rows_",
+    "catboost (other-ITL rows)": "other_itl_rows_",
+}
+
+
 def _metrics_from_table(table: pd.DataFrame) -> dict[str, float]:
     metrics = {}
     for record in table.to_dict("records"):
-        prefix = "" if record["method"] == "catboost" else "baseline_"
+        prefix = METRIC_PREFIX.get(record["method"], "baseline_")
         for name in ("mdape", "pearson_r", "gpu_tau", "llm_tau"):
             metrics[f"{prefix}{record['split']}_{record['scenario']}_{name}"] = record[name]
     return metrics

@@ -23,7 +23,7 @@ def predicted_vs_measured(oof: pd.DataFrame, target: str, split: str) -> Figure:
     low = float(min(oof["true"].min(), oof["pred"].min()) * scale)
     high = float(max(oof["true"].max(), oof["pred"].max()) * scale)
     ax.plot([low, high], [low, high], color="black", linewidth=0.8)
-    if target == "itl":
+    if target in ("itl", "ttft"):
         ax.set_xscale("log")
         ax.set_yscale("log")
     ax.set_xlabel(f"measured {target} ({UNIT[target]})")

@@ -44,6 +44,12 @@ EXAMPLE_QUERY = [
         "request_rate_rps": 0.5,
     },
     {
+        "gpu": "NVIDIA A10",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "scenario": "server",
+        "concurrency": 16,
+    },
+    {
         "gpu": "NVIDIA L4",
         "model": "Qwen/Qwen2.5-7B-Instruct",
         "scenario": "offline",

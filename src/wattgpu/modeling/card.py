@@ -43,6 +43,14 @@ class IntervalSpec:
         return cls(tuple(bounds.without), bounds.q_low, bounds.q_high, bounds.coverage, constant)
 
 
+# What each target's served number is, in words (the card carries it; a query gets this).
+SERVED_STATISTIC = {
+    "power": "mean board power over the serving window, W per GPU",
+    "itl": "median gap between two consecutive tokens of one request, ms",
+    "ttft": "median time from a request's arrival to its first token, ms",
+}
+
+
 @dataclass(frozen=True)
 class ModelCard:
     """A served model's metadata (stored as ``metadata.json``).
@@ -61,6 +69,8 @@ class ModelCard:
         members: per CatBoost member, the feature columns it leaves out (packaging).
         query_fields: the fields a query may hold (packaging).
         interval: the interval model's numbers (packaging).
+        statistic: what the served number is (``SERVED_STATISTIC``: for ITL, the median gap
+            between two tokens of one request).
 
     """
 
@@ -77,6 +87,11 @@ class ModelCard:
     members: tuple[tuple[str, ...], ...] = ()
     query_fields: tuple[str, ...] = ()
     interval: IntervalSpec | None = None
+    statistic: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.statistic:
+            object.__setattr__(self, "statistic", SERVED_STATISTIC.get(self.target, ""))
 
     def to_dict(self) -> dict[str, Any]:
         """The card as plain JSON values; packaging fields only once they are filled in."""

@@ -18,17 +18,29 @@ Flag = Callable[[np.ndarray, Any], None]
 
 
 def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
-    """Ranges and categories seen in training (stored with the model as JSON)."""
+    """Ranges and categories seen in training (stored with the model as JSON).
 
-    def span(column: str) -> list[float]:
-        values = rows[column].astype(float).dropna()
+    The load as the rows state it: ``request_rate_rps`` spans the open-loop servers only (a
+    closed loop's rate is what it achieved), ``users`` the closed loops' concurrent users;
+    ``scenarios`` and ``itl_statistics`` list what the rows measured.
+    """
+    users = rows["users"] if "users" in rows.columns else pd.Series(np.nan, index=rows.index)
+    open_loop = (rows["scenario"] == "server") & users.isna()
+
+    def span(column: str, keep: pd.Series | None = None) -> list[float]:
+        values = (rows[column] if keep is None else rows.loc[keep, column]).astype(float).dropna()
         return [float(values.min()), float(values.max())] if len(values) else [float("nan")] * 2
 
     return {
+        "scenarios": sorted(str(s) for s in rows["scenario"].dropna().unique()),
+        "itl_statistics": sorted(str(s) for s in rows["itl_statistic"].dropna().unique())
+        if "itl_statistic" in rows.columns
+        else [],
+        "users": span("users") if "users" in rows.columns else [float("nan")] * 2,
         "llm_params_b": span("llm_params_b"),
         "gpu_memory_bandwidth_gb_s": span("gpu_memory_bandwidth_gb_s"),
         "gpu_fp16_tensor_tflops": span("gpu_fp16_tensor_tflops"),
-        "request_rate_rps": span("request_rate_rps"),
+        "request_rate_rps": span("request_rate_rps", open_loop),
         "batch_size": span("concurrency"),
         "num_gpus": span("num_gpus"),
         "engine_year": span("engine_year"),
@@ -101,6 +113,7 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
         flag(moe, "mixture-of-experts LLM: the model was trained on no mixture-of-experts LLM")
     _flag_formats(flag, features, domain)
     _flag_ranges(flag, features, domain)
+    _flag_load(flag, features, domain)
     _flag_engines(flag, features, domain)
     for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
         if column in features:
@@ -130,9 +143,12 @@ def _flag_ranges(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]
         ("gpu_memory_bandwidth_gb_s", "memory bandwidth"),
         ("gpu_fp16_tensor_tflops", "FP16 TFLOPS"),
         ("request_rate_rps", "request rate"),
+        ("users", "concurrency"),
         ("num_gpus", "GPU count"),
     ):
         low, high = domain.get(column, [np.nan, np.nan])
+        if column not in features:
+            continue
         column_values = np.asarray(features[column], dtype=float)
         if np.isfinite(high):
             flag(
@@ -148,6 +164,33 @@ def _flag_ranges(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]
                     f"{lab} {v[i]:g} below the trained range (min {lo:g})"
                 ),
             )
+
+
+def _flag_load(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+    """Flag a scenario, or a kind of server load (rate or users), that training never saw.
+
+    Models trained before the domain recorded scenarios and users are not flagged.
+    """
+    scenarios = domain.get("scenarios")
+    if not scenarios:
+        return
+    scenario = np.asarray(features["scenario"]).astype(str)
+    flag(
+        ~np.isin(scenario, scenarios),
+        lambda i: f"scenario {scenario[i]} not seen in training ({', '.join(scenarios)} only)",
+    )
+    if "server" not in scenarios or "users" not in domain or "users" not in features:
+        return
+    closed = (scenario == "server") & np.isfinite(np.asarray(features["users"], dtype=float))
+    rates_seen = np.isfinite(domain["request_rate_rps"][1])
+    users_seen = np.isfinite(domain["users"][1])
+    if not users_seen:
+        flag(closed, "load as concurrent users: the model saw servers given by request rate only")
+    if not rates_seen:
+        flag(
+            (scenario == "server") & ~closed,
+            "load as a request rate: the model saw servers given by concurrent users only",
+        )
 
 
 def _flag_engines(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:

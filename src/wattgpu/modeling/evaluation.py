@@ -16,7 +16,14 @@ from sklearn.model_selection import GroupKFold
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling import models
-from wattgpu.modeling.baselines import BASELINES
+from wattgpu.modeling.baselines import (
+    BASELINES,
+    NEAREST_BY_SPLIT,
+    NEAREST_ITL_EXPONENT,
+    NEAREST_METHOD,
+    nearest_measured,
+)
+from wattgpu.modeling.features import DEFAULT_ITL_STATISTIC
 from wattgpu.modeling.metrics import summarise
 from wattgpu.modeling.splits import LLM_BLOCKS, SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
@@ -47,8 +54,14 @@ TABLE_COLUMNS = (
 def predictions_frame(target: str, frame: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
     """The frame of every out-of-fold answer: ``gpu``, ``model``, ``scenario``, ``true``, ``pred``.
 
-    ``true`` is ``frame``'s measured ``target`` and ``pred`` the given answers, both in SI units.
+    ``true`` is ``frame``'s measured ``target`` and ``pred`` the given answers, both in SI units;
+    ``itl_statistic`` says which ITL statistic the row measured (the served one when unknown).
     """
+    statistic = (
+        frame["itl_statistic"].to_numpy()
+        if "itl_statistic" in frame.columns
+        else np.full(len(frame), DEFAULT_ITL_STATISTIC, dtype=object)
+    )
     return pd.DataFrame(
         {
             "gpu": frame["gpu"].to_numpy(),
@@ -56,8 +69,26 @@ def predictions_frame(target: str, frame: pd.DataFrame, pred: np.ndarray) -> pd.
             "scenario": frame["scenario"].to_numpy(),
             "true": frame[MEASURED_COLUMN[target]].to_numpy(dtype=float),
             "pred": pred,
+            "itl_statistic": statistic,
         }
     )
+
+
+# The model scored apart on the rows that measured the served ITL statistic (the median gap) and
+# on the rest (mean TPOT, latency / output tokens), so the served number's own error shows.
+BY_STATISTIC = {
+    "catboost (median-ITL rows)": True,
+    "catboost (other-ITL rows)": False,
+}
+
+
+def score_by_statistic(predictions: pd.DataFrame, split: str) -> list[dict[str, Any]]:
+    """ITL: the model's records on the rows that measured the served statistic, and the rest."""
+    served = (predictions["itl_statistic"] == DEFAULT_ITL_STATISTIC).to_numpy()
+    records: list[dict[str, Any]] = []
+    for method, keep in BY_STATISTIC.items():
+        records += score(predictions[served == keep], method, "itl", split)
+    return records
 
 
 def out_of_fold(
@@ -124,6 +155,47 @@ def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:
     """The target's no-learning baseline, in the same shape as ``out_of_fold``."""
     _, baseline = BASELINES[target]
     return predictions_frame(target, frame, baseline(frame))
+
+
+# The model scored on the rows the nearest-measured baseline answers, so the two compare.
+MODEL_ON_NEAREST_ROWS = "catboost (nearest's rows)"
+
+
+def nearest_predictions(
+    target: str, frame: pd.DataFrame, split: str, seed: int = 0
+) -> pd.DataFrame:
+    """The nearest-measured baseline out of fold: each fold answered from its training rows only.
+
+    CV and LOGO ask the nearest measured GPU (by bandwidth; offline ITL scaled by the bandwidth
+    ratio, ``NEAREST_ITL_EXPONENT``), LOLO the nearest measured LLM (by parameters); rows with
+    no neighbour under the same
+    workload stay NaN (``baselines.nearest_measured``).
+    """
+    neighbour = NEAREST_BY_SPLIT[split]
+    exponent = np.zeros(len(frame))
+    if target == "itl":
+        scenarios = frame["scenario"].to_numpy()
+        exponent = np.array([NEAREST_ITL_EXPONENT.get((neighbour, s), 0.0) for s in scenarios])
+    pred = np.full(len(frame), np.nan)
+    for train, test in split_indices(frame, split, seed=seed):
+        pred[test] = nearest_measured(
+            frame.iloc[train],
+            frame.iloc[test],
+            MEASURED_COLUMN[target],
+            neighbour,
+            exponent=exponent[test],
+        )
+    return predictions_frame(target, frame, pred)
+
+
+def score_beside_nearest(
+    model: pd.DataFrame, nearest: pd.DataFrame, target: str, split: str
+) -> list[dict[str, Any]]:
+    """The nearest-measured baseline's records and the model's on the same (answered) rows."""
+    answered = nearest["pred"].notna().to_numpy()
+    return score(nearest[answered], NEAREST_METHOD, target, split) + score(
+        model[answered], MODEL_ON_NEAREST_ROWS, target, split
+    )
 
 
 # LOLO has one fold per LLM (dozens): tuning once per fold would cost dozens of studies, so the
@@ -261,7 +333,10 @@ def evaluate(
     seed: int = 0,
     progress: Any = None,
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """The evaluation table of the CatBoost model and the baseline on every split and scenario.
+    """The evaluation table of the CatBoost model and the baselines on every split and scenario.
+
+    Beside the model: its target's no-learning baseline, and the nearest-measured baseline with
+    the model scored again on the rows that baseline answers (``score_beside_nearest``).
 
     Args:
         progress: optional callable run after each split (e.g. a progress bar's ``update``).
@@ -277,7 +352,11 @@ def evaluate(
     for split in splits:
         oof[split] = out_of_fold(target, frame, split, params, seed=seed)
         records += score(oof[split], "catboost", target, split)
+        if target == "itl":
+            records += score_by_statistic(oof[split], split)
         records += score(baseline, method, target, split)
+        nearest = nearest_predictions(target, frame, split, seed=seed)
+        records += score_beside_nearest(oof[split], nearest, target, split)
         if progress is not None:
             progress()
     table = pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS))

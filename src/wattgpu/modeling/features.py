@@ -186,6 +186,7 @@ def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
             out[column] = _filled(columns[column], default)
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
+    out["users"] = _users(columns, n)
     out["engine_year"] = _engine_year(columns, n)
     if "dtype" not in columns or pd.isna(columns["dtype"]).any():
         # a row that names no format: the checkpoint's own where it ships below 16 bits
@@ -194,6 +195,19 @@ def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
         given = columns["dtype"] if "dtype" in columns else np.full(n, None, dtype=object)
         out["dtype"] = np.where(pd.isna(given) & quantized, shipped, out["dtype"])
     return out
+
+
+def _users(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    """A closed-loop server's concurrent users: the stated ``concurrency`` of a server row.
+
+    Kept as ``users`` because ``with_prior`` replaces ``concurrency`` by the sequences decoding
+    (the stated users capped by the KV cache, or Little's law at a rate); a frame that already
+    has ``users`` (features being refitted) keeps them.
+    """
+    if "users" in columns:
+        return _floats(columns["users"])
+    stated = _floats(_get(columns, "concurrency", n))
+    return np.where(np.asarray(_get(columns, "scenario", n)) == "server", stated, np.nan)
 
 
 def _year(values: pd.Series, pattern: str) -> pd.Series:
@@ -351,14 +365,16 @@ def with_prior(
 ) -> pd.DataFrame:
     """Add (or replace) the analytical model's answer and the server concurrency it implies.
 
-    ``prior_power_w`` / ``prior_itl_s``: the physics prior (the ITL target is the log-ratio of the
-    measurement to it, see targets.py). ``cpu_floor_s``: the engine's host-side time per step,
+    ``prior_power_w`` / ``prior_itl_s`` / ``prior_ttft_s``: the physics prior (the ITL and TTFT
+    targets are the log-ratios of the measurements to it, see targets.py). ``cpu_floor_s``: the
+    engine's host-side time per step,
     ``floors[engine]`` (s per layer, default ``physics.DEFAULT_ENGINE_FLOORS``) x layers; 0 for
     vLLM and unknown engines. ``prior_power_cpu_w``: the prior power when a step lasts at least
     that long, the GPU busy for ``prior_itl_s`` of it and idle for the rest (the power target is
     the log-ratio to it). Their logs are features. ``concurrency`` of a server row: the sequences
-    decoding at once by Little's law at its request rate, so that a server and an offline batch
-    with the same load look alike to the trees.
+    decoding at once, by Little's law at its request rate or, for a closed loop, its ``users``
+    (capped by the KV cache), so that a server and an offline batch with the same load look
+    alike to the trees.
     """
     columns = _with_prior(columns_of(frame), constants, floors)
     return pd.DataFrame(columns, index=frame.index)
@@ -373,6 +389,7 @@ def _with_prior(
     prior = physics.serving_model_columns(out, constants)
     out["prior_power_w"] = prior["power_w"]
     out["prior_itl_s"] = prior["itl_s"]
+    out["prior_ttft_s"] = _prior_ttft(out, prior["ttft_s"])
     out["concurrency"] = _concurrency(out, prior["concurrency"])
     if "dense_weight_bytes" in out:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -394,6 +411,20 @@ def _with_prior(
         out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
         out["log_prior_itl_cpu_s"] = np.log(step)
     return out
+
+
+def _prior_ttft(columns: Mapping[str, np.ndarray], server_ttft: np.ndarray) -> np.ndarray:
+    """The TTFT prior, s.
+
+    A server's comes from the analytical model: its prefill at the FP16 peak, stretched by the
+    share of time other prefills hold the GPU, plus a step (a closed loop adds the wait for a
+    slot). Offline: the request's own prefill, 2 x active params x input tokens / FP16 FLOP/s,
+    plus one decode step (an offline batch's queueing depends on how the engine admits its
+    prompts, which no row describes).
+    """
+    prefill = columns["compute_latency_s"] * _floats(columns["input_tokens"])
+    own = prefill + columns["prior_itl_s"]
+    return np.where(np.isfinite(server_ttft), server_ttft, own)
 
 
 def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series) -> pd.Series:

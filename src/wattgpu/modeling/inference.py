@@ -24,6 +24,7 @@ from wattgpu.modeling.uncertainty import IntervalModel, interval
 # what the prediction assumed; batch_size stays blank where the engine chooses).
 LOAD_COLUMNS = (
     "request_rate_rps",
+    "concurrency",
     "batch_size",
     "input_tokens",
     "output_tokens",
@@ -89,6 +90,7 @@ def answer_columns(
     scale = REPORT_SCALE[target]
     unrunnable = cannot_run(rows)
     answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
+    answer["concurrency"] = rows["users"]  # as stated (the features' own is the decoding count)
     answer["target"] = np.full(len(value), target, dtype=object)
     for column, values in (("prediction", value), ("lower", lower), ("upper", upper)):
         answer[column] = np.where(unrunnable, np.nan, values * scale)

@@ -40,6 +40,8 @@ DEFAULT_PARAMS: dict[str, Any] = {
 MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "power": ((*RAW_GPU_SPECS, *PRIOR_FEATURES),),
     "itl": (CPU_FLOOR_FEATURES, (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
+    # TTFT: the ITL recipe's GPU-agnostic member (one member: few rows, one engine so far)
+    "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),),
 }
 
 

@@ -21,6 +21,13 @@ few constants fitted to real measurements (``bench/simulator_fidelity.py``). Per
 * server concurrency from Little's law, ``N = rate * output_tokens * ITL(N)``, solved in closed
   form (``t`` is the larger of two lines in ``N``), capped by the KV-cache memory and the engine's
   maximum batch; a server that cannot keep up runs at that cap, like an offline batch;
+* a closed-loop server (``users`` concurrent users, each sending its next request when the
+  last one ends, as LLM-Pilot, llmperf and vLLM's ``--max-concurrency`` run it) is an offline
+  batch of ``M = min(users, cap)`` with its refill prefills, at no ``server_power_factor`` (that
+  factor is fitted to open-loop Poisson servers, which idle between bursts); a user waits for a
+  slot when ``users > M``: a slot serves a request in ``cycle = t_pre + output_tokens * ITL``,
+  so ``TTFT = max(1, users / M) * cycle - output_tokens * ITL + ITL`` (Little's law over the
+  closed loop), which is ``t_pre + ITL`` below the cap;
 * power = idle + (TDP - idle) x min(1, load), where load is the time-averaged activity: 1 in
   prefill, 0 while a server has no request (probability ``exp(-N)``), and in a decode step
   ``min(1, memory_power_weight * u_mem + compute_power_weight * u_comp)`` (``u`` = share of the
@@ -233,14 +240,18 @@ def serving_model_columns(
     w = _workload(rows, c)
     full = _at_cap(w, c)
     below, free, prefill_share = _below_cap(w, c)
+    free &= ~w.closed
     itl = np.where(free, below.itl, full.itl)
     load = np.where(free, below.load, full.load)
-    load = load * np.where(w.server, c.server_power_factor, 1.0)
+    load = load * np.where(w.server & ~w.closed, c.server_power_factor, 1.0)
     load = np.clip(load, 0.0, 1.0)
     decoding = np.where(free, below.concurrency, full.concurrency)
     idle = c.idle_fraction * w.tdp
     queued = np.where(free, np.maximum(1.0 - prefill_share, 1e-9), 1.0)
     ttft = w.prefill / queued + itl
+    cycle = w.prefill + w.tokens_out * itl
+    waits = np.maximum(1.0, w.users / decoding) * cycle - w.tokens_out * itl + itl
+    ttft = np.where(w.closed, waits, ttft)
     return {
         "power_w": idle + (w.tdp - idle) * load,
         "itl_s": itl,
@@ -267,6 +278,8 @@ class _Workload:
     engine_batch: np.ndarray  # the most sequences the engine decodes together
     rate: np.ndarray
     server: np.ndarray
+    users: np.ndarray  # a closed loop's concurrent users (NaN for an open-loop rate)
+    closed: np.ndarray  # a server row given as concurrent users
     mem_dense: np.ndarray  # s: weights every step reads (all of a dense LLM's)
     mem_expert: np.ndarray  # s: one routed expert's weights (0 for a dense LLM)
     experts: np.ndarray  # routed experts
@@ -316,15 +329,19 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
     comp_b = 2.0 * active / flops
     cap = np.maximum(_values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
     server = np.asarray(rows["scenario"] == "server") if "scenario" in rows else np.zeros(n, bool)
+    users = _values(rows, "users", np.nan, positive=True)
+    closed = server & np.isfinite(users)
     return _Workload(
         n=n,
         tdp=tdp,
         tokens_out=tokens_out,
         cap=cap,
-        batch=_values(rows, "batch_size", np.nan, positive=True),
+        batch=np.where(closed, users, _values(rows, "batch_size", np.nan, positive=True)),
         engine_batch=np.minimum(ENGINE_MAX_BATCH, cap),
         rate=_values(rows, "request_rate_rps", 0.0),
         server=server,
+        users=users,
+        closed=closed,
         mem_dense=dense_bytes / bandwidth,
         mem_expert=_values(rows, "expert_weight_bytes", 0.0) / bandwidth,
         experts=_values(rows, "llm_num_experts", 1.0, positive=True),
@@ -344,9 +361,16 @@ def _step(w: _Workload, c: PhysicalConstants, m: np.ndarray) -> tuple[np.ndarray
 
 
 def _at_cap(w: _Workload, c: PhysicalConstants) -> _Regime:
-    """Offline, or a server at its cap: M sequences, as many as the KV cache holds."""
+    """Offline, a closed loop, or a server at its cap: M sequences, at most what the KV cache holds.
+
+    An offline batch or a closed loop decodes its batch (its users); an open-loop server at its
+    cap, or an offline row with no batch, the engine's maximum.
+    """
+    open_loop = w.server & ~w.closed
+    # a server engine decodes at most its maximum batch; an offline batch is what was asked
+    most = np.where(w.closed, w.engine_batch, w.cap)
     m_full = np.where(
-        w.server | ~np.isfinite(w.batch), w.engine_batch, np.clip(w.batch, 1.0, w.cap)
+        open_loop | ~np.isfinite(w.batch), w.engine_batch, np.clip(w.batch, 1.0, most)
     )
     m_full = np.maximum(m_full, 1.0)
     t_full, use_full = _step(w, c, m_full)

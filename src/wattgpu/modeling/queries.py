@@ -63,6 +63,8 @@ class Range:
 # a typo or a unit mistake (watts for kilowatts, bytes for GB), never a real configuration.
 WORKLOAD_RANGES = {
     "request_rate_rps": Range(0.0, 10_000.0, unit="requests/s", low_open=True),
+    # A closed loop's concurrent users (LLM-Pilot, llmperf, vLLM's --max-concurrency).
+    "concurrency": Range(1, 65_536, whole=True, unit="concurrent users"),
     "batch_size": Range(1, 65_536, whole=True),
     "input_tokens": Range(1, 10_000_000, whole=True),
     "output_tokens": Range(1, 10_000_000, whole=True),
@@ -300,24 +302,34 @@ def _check_dtype(dtype: np.ndarray) -> None:
 
 
 def _check_load(out: Columns) -> None:
-    """A server needs a rate and takes no batch; an offline batch takes no rate."""
+    """A server takes a rate or a concurrency (one) and no batch; offline takes neither."""
     server = out["scenario"] == "server"
-    rate, batch = out["request_rate_rps"], out["batch_size"]
-    row = _first(server & np.isnan(rate))
+    rate, users, batch = out["request_rate_rps"], out["concurrency"], out["batch_size"]
+    row = _first(server & np.isnan(rate) & np.isnan(users))
     if row is not None:
         raise QueryError(
-            "request_rate_rps is required for a server and must be greater than 0 (requests/s)",
+            "request_rate_rps is required for a server and must be greater than 0 (requests/s), "
+            "unless the row gives concurrency (concurrent users of a closed loop) instead",
             "request_rate_rps",
             row,
         )
-    row = _first(~server & ~np.isnan(rate))
+    row = _first(server & ~np.isnan(rate) & ~np.isnan(users))
     if row is not None:
         raise QueryError(
-            "request_rate_rps applies to a server only; leave it blank on an offline row "
-            f"(got {rate[row]:g})",
-            "request_rate_rps",
+            "give request_rate_rps or concurrency for a server, not both "
+            f"(got {rate[row]:g} requests/s and {users[row]:g} users)",
+            "concurrency",
             row,
         )
+    for field, values in (("request_rate_rps", rate), ("concurrency", users)):
+        row = _first(~server & ~np.isnan(values))
+        if row is not None:
+            raise QueryError(
+                f"{field} applies to a server only; leave it blank on an offline row "
+                f"(got {values[row]:g})",
+                field,
+                row,
+            )
     row = _first(server & ~np.isnan(batch))
     if row is not None:
         raise QueryError(

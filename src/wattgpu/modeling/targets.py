@@ -5,7 +5,9 @@ row (``wattgpu.modeling.physics``, added by ``build_features``), so the trees le
 physics misses, and an unseen GPU's bandwidth and TDP act through the prior, which extrapolates,
 instead of through tree splits, which cannot. Power: ``log(mean_power_w / prior_power_cpu_w)``,
 the prior power of a GPU that waits for the engine's host-side step time; ITL:
-``log(itl_s / prior_itl_s)``. What each choice is worth on real data: ``bench/ablation.py``.
+``log(itl_s / prior_itl_s)``; TTFT: ``log(ttft_s / prior_ttft_s)``, the prior being the request's
+prefill at the FP16 peak plus its queueing under the load (``features.with_prior``). What each
+choice is worth on real data: ``bench/ablation.py``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,20 @@ import pandas as pd
 
 from wattgpu.errors import ConfigError
 
-TARGETS = ("power", "itl")
+TARGETS = ("power", "itl", "ttft")
 # The measured column each target predicts, and the unit it is reported in.
-MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_s"}
-UNIT = {"power": "W", "itl": "ms"}
+MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_s", "ttft": "ttft_s"}
+UNIT = {"power": "W", "itl": "ms", "ttft": "ms"}
 # (measured column, the prior column the target is relative to)
-PRIOR_COLUMN = {"power": ("mean_power_w", "prior_power_cpu_w"), "itl": ("itl_s", "prior_itl_s")}
-# SI (W, s per token) -> the reported unit
-REPORT_SCALE = {"power": 1.0, "itl": 1000.0}
+PRIOR_COLUMN = {
+    "power": ("mean_power_w", "prior_power_cpu_w"),
+    "itl": ("itl_s", "prior_itl_s"),
+    "ttft": ("ttft_s", "prior_ttft_s"),
+}
+# Targets that only some data sets measure: the main job skips them when the data has none.
+OPTIONAL_TARGETS = ("ttft",)
+# SI (W, s) -> the reported unit
+REPORT_SCALE = {"power": 1.0, "itl": 1000.0, "ttft": 1000.0}
 
 
 def check_target(target: str) -> str:

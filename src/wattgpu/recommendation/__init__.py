@@ -37,6 +37,7 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from wattgpu.modeling.queries import WORKLOAD_RANGES
 from wattgpu.recommendation.inputs import (
     check_positive,
     check_prices,
@@ -51,6 +52,7 @@ from wattgpu.recommendation.ranking import (
     HOURS,
     IDLE_RATE_RPS,
     PRICE_COLUMNS,
+    TTFT_COLUMNS,
     Predictor,
     pareto_front,
     rank_gpus,
@@ -62,6 +64,7 @@ __all__ = [
     "HOURS",
     "IDLE_RATE_RPS",
     "PRICE_COLUMNS",
+    "TTFT_COLUMNS",
     "Predictor",
     "check_prices",
     "check_profile",
@@ -74,6 +77,9 @@ __all__ = [
     "recommend",
     "verdict",
 ]
+
+
+USERS_RANGE = WORKLOAD_RANGES["concurrency"]
 
 
 def model_predictor(
@@ -96,9 +102,12 @@ def model_predictor(
             loaded[target] = registry.load(target, alias)
 
     def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
-        url = urls[target]
+        url = urls.get(target)
         if url:
             return client.ask_server(url, queries)
+        if target not in loaded:  # TTFT: loaded when a TTFT SLO asks for it
+            tracking.configure(settings.tracking_uri, must_exist=True)
+            loaded[target] = registry.load(target, alias)
         return client.ask_loaded_model(loaded[target], queries)
 
     return ask
@@ -123,6 +132,8 @@ def recommend(
     catalog: Catalog | None = None,
     predictor: Predictor | None = None,
     strict: bool = False,
+    concurrency: float | None = None,
+    ttft_slo_ms: float | None = None,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
@@ -144,6 +155,8 @@ def recommend(
         catalog: the catalogues (default: read from ``settings.data_dir``).
         predictor: ``(queries, target) -> predictions``; replaces the registry and the servers.
         strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
+        concurrency: a server's load as concurrent users of a closed loop (instead of a rate).
+        ttft_slo_ms: the time-to-first-token target, ms (asks the TTFT model too).
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
@@ -160,6 +173,10 @@ def recommend(
     catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
     request = _checked_request(catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens)
     request["load"] = _checked_load(rate, requests_per_day, load_profile)
+    request["concurrency"] = _checked_users(concurrency, request["load"], scenario)
+    if ttft_slo_ms is not None:
+        ttft_slo_ms = check_positive(ttft_slo_ms, "ttft_slo_ms")
+    request["ttft_slo_ms"] = ttft_slo_ms
     request["gpus"] = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
     request["prices"] = _checked_prices(prices, catalog)
     predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
@@ -177,6 +194,22 @@ def _checked_load(
     if isinstance(load_profile, str | Path):
         load_profile = read_load_profile(Path(load_profile))
     return daily_load(rate, requests_per_day, load_profile)
+
+
+def _checked_users(
+    concurrency: float | None, load: pd.DataFrame | None, scenario: str
+) -> float | None:
+    """Concurrent users: a whole number from 1, for a server given no other load."""
+    if concurrency is None:
+        return None
+    users = check_positive(concurrency, "concurrency")
+    if users != int(users) or users > USERS_RANGE.high:
+        raise QueryError(f"concurrency must be {USERS_RANGE.describe()}; got {concurrency!r}")
+    if load is not None:
+        raise QueryError("give one load, not rate and concurrency", "concurrency")
+    if scenario != "server":
+        raise QueryError("concurrency applies to a server only", "concurrency")
+    return users
 
 
 def _checked_prices(
@@ -222,5 +255,7 @@ def _summary(request: dict[str, Any], strict: bool) -> dict[str, Any]:
         ),
         "output_tokens": request["output_tokens"],
         "input_tokens": request["input_tokens"],
+        "concurrency": request["concurrency"],
+        "ttft_slo_ms": request["ttft_slo_ms"],
         "strict": strict,
     }

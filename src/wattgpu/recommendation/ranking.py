@@ -48,6 +48,8 @@ COLUMNS = {
     "itl_upper_ms": "upper end of the ITL interval",
     "meets_slo": "itl_ms <= the SLO (blank without an SLO)",
     "meets_slo_upper": "itl_upper_ms <= the SLO (blank without an SLO)",
+    "ttft_ms": "predicted time to first token, the worst hour (only with a TTFT SLO)",
+    "meets_ttft_slo": "ttft_ms <= the TTFT SLO (only with a TTFT SLO)",
     "tokens_per_s": "output tokens/s: the load's mean (server) or the batch's throughput (offline)",
     "energy_j_per_token": "GPU energy per output token, J",
     "busy_hours": "hours a day the GPU works: 24 for a server; offline, the day's batch work",
@@ -61,6 +63,7 @@ COLUMNS = {
     "warnings": "the models' warnings (query outside the training domain, ...)",
 }
 PRICE_COLUMNS = ("usd_per_hour", "usd_per_day", "usd_per_1m_tokens", "cost_rank")
+TTFT_COLUMNS = ("ttft_ms", "meets_ttft_slo")
 
 
 def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
@@ -92,8 +95,8 @@ def _hourly_predictions(
 ) -> pd.DataFrame:
     """One row per (GPU, hour): that hour's rate and the predictions at it."""
     long = grid.rename(columns={"request_rate_rps": "query_rate"}).copy()
-    for target, unit in (("power", "w"), ("itl", "ms")):
-        answer = preds[target]
+    for target, answer in preds.items():
+        unit = "w" if target == "power" else "ms"
         long[f"{target}_{unit}"] = answer["prediction"].to_numpy(float)
         long[f"{target}_lower_{unit}"] = answer["lower"].to_numpy(float)
         long[f"{target}_upper_{unit}"] = answer["upper"].to_numpy(float)
@@ -122,11 +125,14 @@ def _aggregate(
             "itl_ms": busy.groupby("gpu")["itl_ms"].max(),
             "itl_lower_ms": busy.groupby("gpu")["itl_lower_ms"].max(),
             "itl_upper_ms": busy.groupby("gpu")["itl_upper_ms"].max(),
-            "warnings": (long["power_warnings"] + "; " + long["itl_warnings"])
+            "warnings": long.filter(like="_warnings")
+            .agg("; ".join, axis=1)
             .groupby(long["gpu"], sort=False)
             .agg(_join_warnings),
         }
     )
+    if "ttft_ms" in long.columns:
+        out["ttft_ms"] = busy.groupby("gpu")["ttft_ms"].max()
     if scenario == "server":
         # Little's law: requests in flight = arrival rate x time each spends decoding.
         in_flight = busy["rate"] * output_tokens * busy["itl_ms"] / 1000.0
@@ -146,6 +152,19 @@ def _offline(out: pd.DataFrame, phys: pd.DataFrame, day_tokens: float) -> pd.Dat
     return out
 
 
+def _closed_loop(out: pd.DataFrame, users: float) -> pd.DataFrame:
+    """A closed loop of ``users``: that many sequences decode, one token each per ITL, all day.
+
+    The prefills between a user's requests are left out of the throughput (they are short
+    beside a request's decode at the default lengths), so tokens/s is an upper bound.
+    """
+    out = out.copy()
+    out["concurrent_seqs"] = float(users)
+    out["tokens_per_s"] = users / (out["itl_ms"] / 1000.0)
+    out["busy_hours"] = float(HOURS)
+    return out
+
+
 def rank_gpus(
     model: str,
     catalog: Catalog,
@@ -159,6 +178,8 @@ def rank_gpus(
     gpus: list[str] | None = None,
     prices: Mapping[str, float] | None = None,
     strict: bool = False,
+    concurrency: float | None = None,
+    ttft_slo_ms: float | None = None,
 ) -> pd.DataFrame:
     """Rank GPUs for serving ``model`` (pure: no MLflow, files or network).
 
@@ -174,31 +195,40 @@ def rank_gpus(
         gpus: canonical GPU names (default: the whole catalogue).
         prices: canonical GPU name -> $/hour.
         strict: rank only GPUs whose ITL interval's upper end meets the SLO.
+        concurrency: a server's load as concurrent users of a closed loop, all day (instead of
+            ``load``).
+        ttft_slo_ms: a time-to-first-token target; GPUs above it are listed but not ranked.
 
     Returns:
         One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
         ranked GPUs first, best first.
 
     """
-    if scenario == "server" and load is None:
+    if scenario == "server" and load is None and concurrency is None:
         raise QueryError(
-            "a server needs a load: give rate, requests_per_day or load_profile", "rate"
+            "a server needs a load: give rate, requests_per_day, load_profile or concurrency",
+            "rate",
         )
+    if concurrency is not None and (load is not None or scenario != "server"):
+        raise QueryError("concurrency is a server's whole load: give no other load", "concurrency")
     names = list(dict.fromkeys(gpus)) if gpus else [str(g) for g in catalog.gpus.index]
     hourly = load if load is not None else pd.DataFrame({"hour": [0], "rate": [np.nan]})
     day_tokens = (
         float((hourly["rate"] * 3600.0 * output_tokens).sum()) if load is not None else np.nan
     )
-    workload = {"model": model, "scenario": scenario}
+    workload: dict[str, Any] = {"model": model, "scenario": scenario}
+    if concurrency is not None:
+        workload["concurrency"] = float(concurrency)
     workload |= {"input_tokens": float(input_tokens), "output_tokens": float(output_tokens)}
     phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload), catalog)
     phys = phys.set_index("gpu")
-    table = _predicted(names, phys, predictor, workload, hourly, day_tokens)
+    targets = ("power", "itl", "ttft") if ttft_slo_ms is not None else ("power", "itl")
+    table = _predicted(names, phys, predictor, workload, hourly, day_tokens, targets)
     table = _memory_and_energy(table, phys, input_tokens + output_tokens)
-    table = _judged(table, phys, itl_slo_ms, strict)
+    table = _judged(table, phys, itl_slo_ms, strict, ttft_slo_ms)
     if prices is not None:
         table = _priced(table, prices)
-    return _ordered(table, with_prices=prices is not None)
+    return _ordered(table, prices is not None, ttft_slo_ms is not None)
 
 
 def _predicted(
@@ -208,15 +238,17 @@ def _predicted(
     workload: dict[str, Any],
     hourly: pd.DataFrame,
     day_tokens: float,
+    targets: tuple[str, ...] = ("power", "itl"),
 ) -> pd.DataFrame:
     """One row per GPU: the day's power, ITL, concurrency and throughput where the weights fit.
 
     Every column of ``COLUMNS`` is there (NaN where not yet known).
     """
     scenario = str(workload["scenario"])
+    closed = "concurrency" in workload  # a closed loop: one query per GPU, like offline
     weights_fit = memory_fits(phys["free_memory_gb"], phys["max_concurrent_seqs"], np.nan)
     candidates = [g for g, fits in zip(names, weights_fit, strict=True) if fits]
-    if scenario == "server":
+    if scenario == "server" and not closed:
         rates = np.unique(np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
     else:
         rates = np.array([np.nan])
@@ -226,12 +258,15 @@ def _predicted(
     table = pd.DataFrame(index=pd.Index(names, name="gpu"))
     if len(grid):
         queries = grid.assign(**workload)
-        if scenario != "server":
+        if scenario != "server" or closed:
             queries = queries.drop(columns="request_rate_rps")
-        preds = {t: _predict(predictor, queries, t) for t in ("power", "itl")}
-        long = _hourly_predictions(preds, grid, hourly, scenario)
-        found = _aggregate(long, scenario, workload["output_tokens"], day_tokens)
-        if scenario != "server":
+        preds = {t: _predict(predictor, queries, t) for t in targets}
+        per_gpu = "offline" if closed else scenario  # one row per GPU, whatever the hours
+        long = _hourly_predictions(preds, grid, hourly, per_gpu)
+        found = _aggregate(long, per_gpu, workload["output_tokens"], day_tokens)
+        if closed:
+            found = _closed_loop(found, workload["concurrency"])
+        elif scenario != "server":
             found = _offline(found, phys, day_tokens)
         table = table.join(found)
     for column in COLUMNS:
@@ -256,10 +291,18 @@ def _memory_and_energy(table: pd.DataFrame, phys: pd.DataFrame, tokens: float) -
 
 
 def _judged(
-    table: pd.DataFrame, phys: pd.DataFrame, itl_slo_ms: float | None, strict: bool
+    table: pd.DataFrame,
+    phys: pd.DataFrame,
+    itl_slo_ms: float | None,
+    strict: bool,
+    ttft_slo_ms: float | None = None,
 ) -> pd.DataFrame:
-    """Whether each GPU meets the SLO, why it is not ranked, its rank and the Pareto front."""
+    """Whether each GPU meets the SLOs, why it is not ranked, its rank and the Pareto front."""
     table = table.copy()
+    if ttft_slo_ms is not None:
+        known = table["ttft_ms"].notna()
+        meets = (table["ttft_ms"] <= ttft_slo_ms).astype("boolean")
+        table["meets_ttft_slo"] = meets.where(known, pd.NA)
     usable_gb = table["weights_gb"] + phys["free_memory_gb"].clip(lower=0) * KV_CACHE_MEMORY_SHARE
     if itl_slo_ms is None:
         table["meets_slo"] = pd.array([pd.NA] * len(table), dtype="boolean")
@@ -271,7 +314,8 @@ def _judged(
             (table["itl_upper_ms"] <= itl_slo_ms).astype("boolean").where(known, pd.NA)
         )
     table["reason"] = [
-        _reason(row, usable_gb[gpu], itl_slo_ms, strict) for gpu, row in table.iterrows()
+        _reason(row, usable_gb[gpu], itl_slo_ms, strict) or _ttft_reason(row, ttft_slo_ms)
+        for gpu, row in table.iterrows()
     ]
     ranked = table["reason"] == ""
     order = table.loc[ranked].sort_values(["energy_j_per_token", "itl_ms"]).index
@@ -294,12 +338,13 @@ def _priced(table: pd.DataFrame, prices: Mapping[str, float]) -> pd.DataFrame:
     return table
 
 
-def _ordered(table: pd.DataFrame, with_prices: bool) -> pd.DataFrame:
+def _ordered(table: pd.DataFrame, with_prices: bool, with_ttft: bool = False) -> pd.DataFrame:
     """The answer's columns and rows: ranked best first, then the unranked that fit, by energy."""
     table = table.copy()
     table["concurrent_seqs"] = table["concurrent_seqs"].astype("Int64")
     table["warnings"] = ["" if pd.isna(w) else str(w) for w in table["warnings"]]
     columns = [c for c in COLUMNS if with_prices or c not in PRICE_COLUMNS]
+    columns = [c for c in columns if with_ttft or c not in TTFT_COLUMNS]
     table = table.reset_index()[columns]
     order = np.lexsort(
         (
@@ -309,6 +354,13 @@ def _ordered(table: pd.DataFrame, with_prices: bool) -> pd.DataFrame:
         )
     )
     return table.iloc[order].reset_index(drop=True)
+
+
+def _ttft_reason(row: pd.Series, ttft_slo_ms: float | None) -> str:
+    """Why a GPU that meets everything else misses the TTFT SLO ('' when it does not)."""
+    if ttft_slo_ms is not None and row["ttft_ms"] > ttft_slo_ms:
+        return f"TTFT {row['ttft_ms']:.0f} ms > {ttft_slo_ms:g} ms"
+    return ""
 
 
 def _reason(row: pd.Series, usable_gb: float, itl_slo_ms: float | None, strict: bool) -> str:
