@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from importlib.metadata import PackageNotFoundError, packages_distributions, requires
 from pathlib import Path
 
@@ -38,14 +37,11 @@ print(json.dumps(sorted({m.split(".")[0] for m in set(sys.modules) - before})))
 """
 
 
-with warnings.catch_warnings():  # MLflow asks for type hints; a trivial model needs none
-    warnings.simplefilter("ignore", UserWarning)
+class Trivial(mlflow.pyfunc.PythonModel):
+    """What MLflow itself imports to load and ask any pyfunc (its optional extras included)."""
 
-    class Trivial(mlflow.pyfunc.PythonModel):
-        """What MLflow itself imports to load and ask any pyfunc (its optional extras included)."""
-
-        def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
-            return pd.DataFrame({"prediction": [0.0] * len(model_input)})
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:  # noqa: ANN001
+        return pd.DataFrame({"prediction": [0.0] * len(model_input)})
 
 
 def imported_distributions(model_uri: str, env: dict) -> set[str]:
