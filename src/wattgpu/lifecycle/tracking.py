@@ -20,8 +20,9 @@ from mlflow.utils.rest_utils import http_request
 
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle.workers import HEARTBEAT_S
+from wattgpu.modeling.targets import TARGETS
 
-EXPERIMENTS = {"power": "wattgpu-power", "itl": "wattgpu-itl"}
+EXPERIMENTS = {target: f"wattgpu-{target}" for target in TARGETS}
 EVALUATION_CSV = "evaluation/evaluation.csv"
 HEARTBEAT_TAG = "wattgpu.heartbeat"
 
