@@ -1,0 +1,82 @@
+"""One default home for the stores, the same from any directory; a missing store said in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from wattgpu.cli import cli
+from wattgpu.config import load_settings
+
+READERS = [
+    ["models"],
+    ["evaluate", "--target", "power"],
+    ["promote", "--target", "power", "--version", "1", "--to", "production"],
+    ["register", "--target", "itl"],
+    ["serve", "--target", "power"],
+    [
+        "predict",
+        "--gpu",
+        "L4",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--scenario",
+        "offline",
+    ],
+    [
+        "recommend",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--requests-per-day",
+        "1000",
+        "--itl-slo-ms",
+        "80",
+    ],
+]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    for variable in ("MLFLOW_TRACKING_URI", "WATTGPU_OPTUNA_STORAGE", "WATTGPU_DATA_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("WATTGPU_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+def test_the_stores_default_to_the_home_whatever_the_working_directory(tmp_path, monkeypatch):
+    settings = load_settings({"WATTGPU_HOME": str(tmp_path / "h")})
+    assert settings.tracking_uri == f"sqlite:///{tmp_path}/h/mlflow.db"
+    assert settings.optuna_storage == f"sqlite:///{tmp_path}/h/optuna.db"
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert load_settings({}).tracking_uri == f"sqlite:///{tmp_path}/user/.wattgpu/mlflow.db"
+    # a variable still wins over the home
+    assert load_settings({"MLFLOW_TRACKING_URI": "sqlite:///x.db"}).tracking_uri == "sqlite:///x.db"
+
+
+def test_ui_prints_the_stores_as_variables(home):
+    result = CliRunner().invoke(cli, ["ui", "--print-only", "true"])
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        f"MLFLOW_TRACKING_URI=sqlite:///{home}/mlflow.db",
+        f"WATTGPU_OPTUNA_STORAGE=sqlite:///{home}/optuna.db",
+    ]
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_a_reading_command_names_the_missing_store_and_leaves_nothing(home, tmp_path, args):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: no models yet: the store {home}/mlflow.db does not exist; run `wattgpu main` to "
+        "train and register them, or point MLFLOW_TRACKING_URI or WATTGPU_HOME at the store that "
+        "has them\n"
+    )
+    assert (
+        not home.exists()
+        and sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+        or not (tmp_path / "mlflow.db").exists()
+    )
