@@ -286,3 +286,11 @@ def test_query_frame_refuses_what_is_no_table(payload, message):
     with pytest.raises(QueryError, match=None) as refused:
         query_frame(payload)
     assert message in str(refused.value)
+
+
+def test_warnings_of_several_models_name_the_model_they_belong_to():
+    from wattgpu.lifecycle.client import merged_warnings
+
+    merged = merged_warnings({"power": "a; b", "itl": "a", "ttft": "a; c"})
+    assert merged == "a; power: b; ttft: c"
+    assert merged_warnings({"power": "", "itl": ""}) == ""

@@ -102,8 +102,22 @@ def ask_models(
         for column in ANSWER_COLUMNS:
             wide[f"{target}_{column}_{unit}"] = answers[target][column].to_numpy()
     texts = zip(*(answers[t]["warnings"] for t in targets), strict=True)
-    wide["warnings"] = ["; ".join(dict.fromkeys(w for w in row if w)) for row in texts]
+    wide["warnings"] = [merged_warnings(dict(zip(targets, row, strict=True))) for row in texts]
     return wide
+
+
+def merged_warnings(by_target: dict[str, str]) -> str:
+    """One row's warnings of several models: shared ones once, the others named by target.
+
+    ``{"power": "a; b", "ttft": "a; c"}`` -> ``"a; power: b; ttft: c"``: a warning of the TTFT
+    model alone (trained on servers only) must not read as one about the power answer.
+    """
+    split = {t: [w for w in (text or "").split("; ") if w] for t, text in by_target.items()}
+    shared = [
+        w for w in dict.fromkeys(sum(split.values(), [])) if all(w in v for v in split.values())
+    ]
+    own = [f"{t}: {w}" for t, ws in split.items() for w in ws if w not in shared]
+    return "; ".join([*shared, *own])
 
 
 def ask_loaded_model(model, queries: pd.DataFrame) -> pd.DataFrame:  # noqa: ANN001
