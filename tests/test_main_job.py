@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from wattgpu.modeling.targets import TARGETS
+
 pytestmark = pytest.mark.slow
 
 # The README's first command runs `wattgpu main` with its default trials: the same here.
@@ -138,7 +140,7 @@ def test_the_marked_table_is_read_by_hand():
 def test_the_main_job_repeats_the_printed_figures(main_job, doc):
     printed = printed_logo_figures((REPO / doc).read_text(encoding="utf-8"))
     measured = {}
-    for target in ("power", "itl"):
+    for target in TARGETS:
         table = json.loads(wattgpu(main_job, "evaluate", "--target", target, "--format", "json"))
         for row in table:
             if row["split"] == "LOGO" and row["mdape"] is not None:
@@ -158,7 +160,7 @@ def test_the_main_job_repeats_the_printed_figures(main_job, doc):
 def test_both_models_end_in_production_and_answer_from_a_third_directory(main_job):
     versions = json.loads(wattgpu(main_job, "models", "--format", "json"))
     production = {v["model"] for v in versions if "production" in str(v["aliases"]).split(",")}
-    assert production == {"wattgpu-power", "wattgpu-itl"}, versions
+    assert production == {f"wattgpu-{t}" for t in TARGETS}, versions
     third = main_job["root"] / "third"
     third.mkdir()
     out = wattgpu(
