@@ -2,8 +2,8 @@
 
     wattgpu main && python bench/main_job_table.py
 
-Reads each target's latest tuning run through ``wattgpu evaluate --format json`` (the store the
-other commands use: ``$WATTGPU_HOME`` or ``MLFLOW_TRACKING_URI``) and prints one Markdown table:
+Reads each target's latest tuning run as ``wattgpu evaluate`` does (the store the other
+commands use: ``$WATTGPU_HOME`` or ``MLFLOW_TRACKING_URI``) and prints one Markdown table:
 MdAPE per split and the GPU-ranking τ on unseen GPUs, for the model and every baseline.
 ``tests/test_main_job.py`` reruns the main job and checks the LOGO column against the printed one.
 """
@@ -11,8 +11,6 @@ MdAPE per split and the GPU-ranking τ on unseen GPUs, for the model and every b
 from __future__ import annotations
 
 import datetime as dt
-import json
-import subprocess
 import sys
 
 import pandas as pd
@@ -23,9 +21,13 @@ SPLITS = ("CV", "LOGO", "LOLO")
 
 def evaluation(target: str) -> pd.DataFrame | None:
     """The target's latest evaluation table (long form), or None when it was never tuned."""
-    command = [sys.executable, "-m", "wattgpu", "evaluate", "--target", target, "--format", "json"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    return pd.DataFrame(json.loads(done.stdout)) if done.returncode == 0 else None
+    from wattgpu.errors import ModelNotFound
+    from wattgpu.lifecycle import tracking
+
+    try:
+        return tracking.load_evaluation(tracking.latest_parent_run(target))
+    except ModelNotFound:
+        return None
 
 
 def table(frames: list[pd.DataFrame]) -> str:
@@ -48,8 +50,11 @@ def table(frames: list[pd.DataFrame]) -> str:
 
 
 def main() -> None:
+    from wattgpu.config import load_settings
+    from wattgpu.lifecycle import tracking
     from wattgpu.modeling.targets import TARGETS
 
+    tracking.configure(load_settings().tracking_uri, must_exist=True)
     frames = [f for f in (evaluation(t) for t in TARGETS) if f is not None]
     if not frames:
         sys.exit("no evaluation found: run `wattgpu main` first")

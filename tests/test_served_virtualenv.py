@@ -19,14 +19,11 @@ import pandas as pd
 import pytest
 from conftest import free_port, start_server, stop_server
 
+from wattgpu.lifecycle.pyfunc import EXAMPLE_QUERY
+
 pytestmark = pytest.mark.slow
 
-QUERY = {
-    "gpu": "NVIDIA H100 PCIe",
-    "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "scenario": "server",
-    "request_rate_rps": 0.5,
-}
+QUERY = EXAMPLE_QUERY[0]  # the served model's own input example: a server row on an H100 PCIe
 
 
 @pytest.mark.skipif(shutil.which("pyenv") is None, reason="virtualenv serving needs pyenv")

@@ -102,7 +102,6 @@ def _argonne_row(raw: dict[str, Any], family: str, rel: str, index: int) -> dict
         "dtype": None,
         "source": ARGONNE_SOURCE.format(family=family),
         "_reason": None,
-        "_moe": False,
     }
     if not hardware.lower().startswith("nvidia"):
         row["_reason"] = f"not an NVIDIA GPU ({hardware})"

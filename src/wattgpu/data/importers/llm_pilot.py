@@ -120,7 +120,6 @@ def _case(frame: pd.DataFrame, rel: str) -> dict[str, Any]:
         "dtype": None,
         "source": LLM_PILOT_SOURCE.format(family=LLM_PILOT_FAMILY),
         "_reason": None,
-        "_moe": False,
     }
 
 
