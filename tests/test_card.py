@@ -3,6 +3,8 @@
 import json
 import math
 
+import numpy as np
+
 from wattgpu.modeling.card import IntervalSpec, ModelCard
 from wattgpu.modeling.uncertainty import IntervalModel
 
@@ -22,10 +24,13 @@ def test_a_packaged_card_survives_json():
         wattgpu_version="1.0",
         members=(("gpu_tdp_w",), ()),
         query_fields=("gpu", "model"),
-        interval=IntervalSpec.of(IntervalModel("itl", ("gpu_tdp_w",), 1.0, -0.5, 0.25)),
+        interval=IntervalSpec.of(
+            IntervalModel("itl", ("gpu_tdp_w",), 1.0, -0.5, 0.25, by_scenario={"server": (-1, 1)})
+        ),
     )
     assert ModelCard.from_json(card.to_json()) == card
-    assert card.interval == IntervalSpec(("gpu_tdp_w",), -0.5, 0.25, 0.9, 1.0)
+    assert card.interval == IntervalSpec(("gpu_tdp_w",), -0.5, 0.25, 0.9, 1.0, {"server": (-1, 1)})
+    assert card.interval.model("itl", 1.0).factors(np.array(["server"])) == ([-1.0], [1.0])
 
 
 def test_the_training_card_omits_the_packaging_and_keeps_the_old_keys():
@@ -44,3 +49,14 @@ def test_an_older_metadata_file_reads_and_unknown_keys_are_skipped():
     card = ModelCard.from_json(json.dumps(old))
     assert card.members == (("gpu_tdp_w",),) and card.interval is None
     assert card.target == "power" and math.isnan(card.logo_mdape)
+
+
+def test_an_interval_written_before_the_scenario_factors_gives_every_scenario_the_pooled_ones():
+    old = {
+        "target": "power",
+        "domain": DOMAIN,
+        "interval": {"without": ["gpu_tdp_w"], "q_low": -0.5, "q_high": 0.25, "coverage": 0.9},
+    }
+    spec = ModelCard.from_json(json.dumps(old)).interval
+    low, high = spec.model("power", 1.0).factors(np.array(["offline", "server"]))
+    assert low.tolist() == [-0.5, -0.5] and high.tolist() == [0.25, 0.25]

@@ -8,9 +8,12 @@ from wattgpu.modeling.uncertainty import (
     conformal_quantiles,
     difficulty_without,
     fit_difficulty,
+    fit_interval,
     held_out_intervals,
     interval,
     interval_figures,
+    interval_figures_by_gpu,
+    scenario_quantiles,
 )
 
 WITHOUT = difficulty_without("power")
@@ -34,6 +37,43 @@ def test_interval_figures_by_hand():
     assert figures["interval_coverage"] == pytest.approx(2 / 3)
     # widths 1/2, 2/2, 0.5/2 -> median 0.5
     assert figures["interval_width"] == pytest.approx(0.5)
+
+
+def test_each_scenario_with_enough_rows_gets_its_own_factors():
+    # 100 offline scores 1..100 and 99 server scores -1..-99: server is below the threshold
+    scores = np.concatenate([np.arange(1.0, 101.0), -np.arange(1.0, 100.0)])
+    scenarios = np.array(["offline"] * 100 + ["server"] * 99)
+    # offline alone, coverage 0.9: k_low = floor(101 x 0.05) = 5, k_high = ceil(101 x 0.95) = 96
+    assert scenario_quantiles(scores, scenarios, 0.9) == {"offline": (5.0, 96.0)}
+
+
+def test_the_factors_of_a_row_are_its_scenarios_or_the_pooled_ones():
+    bounds = IntervalModel("power", (), 1.0, -1.0, 1.0, by_scenario={"server": (-0.5, 2.0)})
+    low, high = bounds.factors(np.array(["server", "offline", "server"]))
+    assert low.tolist() == [-0.5, -1.0, -0.5] and high.tolist() == [2.0, 1.0, 2.0]
+
+
+def test_interval_figures_by_gpu_by_hand():
+    oof = pd.DataFrame(
+        {
+            "gpu": ["A", "A", "B", "B"],
+            "scenario": ["offline", "offline", "offline", "server"],
+            "true": [1.0, 5.0, 2.0, 2.0],
+            "pred": [2.0, 4.0, 2.0, 1.0],
+        }
+    )
+    lower = np.array([0.5, 1.0, 1.0, 1.0])
+    upper = np.array([1.5, 3.0, 3.0, 3.0])
+    table = interval_figures_by_gpu(oof, lower, upper)
+    assert table[["gpu", "scenario", "n_rows"]].values.tolist() == [
+        ["A", "offline", 2],
+        ["B", "offline", 1],
+        ["B", "server", 1],
+    ]
+    # A: 1 in [0.5, 1.5] yes, 5 in [1, 3] no -> 1/2; widths 1/2 and 2/4 -> median 0.5
+    # B offline: 2 in [1, 3], width 2/2 = 1; B server: 2 in [1, 3], width 2/1 = 2
+    assert table["interval_coverage"].tolist() == pytest.approx([0.5, 1.0, 1.0])
+    assert table["interval_width"].tolist() == pytest.approx([0.5, 1.0, 2.0])
 
 
 def _rows(catalog, batches):
@@ -82,3 +122,17 @@ def test_the_interval_shares_a_members_inputs(small_catalog):
         assert difficulty_without(target) in MEMBERS[target]
     pools = Pools("power", _rows(small_catalog, [1, 8]))
     assert pools(WITHOUT) is pools(WITHOUT)
+
+
+def test_a_scenario_is_calibrated_on_its_own_residuals(small_catalog):
+    rows = _rows(small_catalog, list(range(1, 101)))  # 200 rows, 100 per GPU
+    rows["scenario"] = np.where(np.arange(len(rows)) % 2 == 0, "offline", "server")
+    # offline residuals small, server residuals ten times larger
+    spread = np.where(rows["scenario"] == "offline", 0.02, 0.2) * np.sin(np.arange(len(rows)))
+    oof = pd.DataFrame({"true": 100.0 * np.exp(spread), "pred": np.full(len(rows), 100.0)})
+    bounds = fit_interval("power", rows, oof, rows["gpu"].to_numpy())
+    assert set(bounds.by_scenario) == {"offline", "server"}
+    lower, upper = interval(bounds, rows, np.full(len(rows), 100.0))
+    width = (upper - lower) / 100.0
+    offline = (rows["scenario"] == "offline").to_numpy()
+    assert np.median(width[~offline]) > 3 * np.median(width[offline])

@@ -81,9 +81,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             difficulty.load_model(artifacts["interval"])
         else:  # a number when every residual was alike
             difficulty = spec.difficulty
-        self.bounds = IntervalModel(
-            self.card.target, spec.without, difficulty, spec.q_low, spec.q_high, spec.coverage
-        )
+        self.bounds = spec.model(self.card.target, difficulty)
 
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None

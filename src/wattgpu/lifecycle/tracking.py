@@ -24,6 +24,8 @@ from wattgpu.modeling.targets import TARGETS
 
 EXPERIMENTS = {target: f"wattgpu-{target}" for target in TARGETS}
 EVALUATION_CSV = "evaluation/evaluation.csv"
+# Interval coverage and width on each held-out GPU and scenario (leave-one-GPU-out).
+INTERVALS_BY_GPU_CSV = "evaluation/intervals_by_gpu.csv"
 HEARTBEAT_TAG = "wattgpu.heartbeat"
 
 

@@ -27,6 +27,8 @@ class IntervalSpec:
         coverage: the nominal coverage.
         difficulty: a constant difficulty when every residual was alike; ``None`` when the
             difficulty is a CatBoost model stored beside the card.
+        by_scenario: the (lower, upper) factors of each scenario calibrated on its own; a card
+            written before they were has none, and every scenario gets ``q_low``/``q_high``.
 
     """
 
@@ -35,12 +37,40 @@ class IntervalSpec:
     q_high: float
     coverage: float
     difficulty: float | None = None
+    by_scenario: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, bounds: IntervalModel) -> IntervalSpec:
         """The numbers of a fitted interval model."""
         constant = bounds.difficulty if isinstance(bounds.difficulty, float) else None
-        return cls(tuple(bounds.without), bounds.q_low, bounds.q_high, bounds.coverage, constant)
+        return cls(
+            tuple(bounds.without),
+            bounds.q_low,
+            bounds.q_high,
+            bounds.coverage,
+            constant,
+            dict(bounds.by_scenario),
+        )
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> IntervalSpec:
+        """Read the card's ``interval`` entry (JSON lists back to tuples)."""
+        by_scenario = {
+            k: (float(lo), float(hi)) for k, (lo, hi) in spec.get("by_scenario", {}).items()
+        }
+        return cls(**{**spec, "without": tuple(spec["without"]), "by_scenario": by_scenario})
+
+    def model(self, target: str, difficulty: Any) -> IntervalModel:
+        """The interval model of these numbers around a difficulty (a model or a number)."""
+        return IntervalModel(
+            target,
+            self.without,
+            difficulty,
+            self.q_low,
+            self.q_high,
+            self.coverage,
+            dict(self.by_scenario),
+        )
 
 
 # What each target's served number is, in words (the card carries it; a query gets this).
@@ -114,7 +144,7 @@ class ModelCard:
         values["query_fields"] = tuple(values.get("query_fields", ()))
         spec = values.get("interval")
         if spec is not None:
-            values["interval"] = IntervalSpec(**{**spec, "without": tuple(spec["without"])})
+            values["interval"] = IntervalSpec.from_dict(spec)
         return cls(**values)
 
     @classmethod

@@ -8,13 +8,16 @@ normalised residuals ``log(true / pred) / d``, computed on difficulties predicte
 difficulty model had not seen either (cross-fitted by GPU), so the calibration is not fooled by
 the difficulty model's own fit. A 7B model in a well-measured regime then gets a narrow interval
 and a query unlike anything measured a wide one, at the same nominal coverage.
+
+The conformal factors are fitted per scenario (offline and server residuals differ in spread and
+skew), on the pooled residuals for a scenario with too few rows to calibrate on its own.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,6 +32,9 @@ COVERAGE = 0.9
 DIFFICULTY_PARAMS = {"iterations": 200, "depth": 4, "learning_rate": 0.05, "l2_leaf_reg": 10.0}
 # |log residual| floor: keeps log(|r|) finite and the smallest intervals away from zero width.
 MIN_RESIDUAL = 0.01
+# A scenario gets its own conformal factors from this many residuals on: with fewer, the 5 % tails
+# hold too few rows to place the bounds, and the pooled factors serve it.
+MIN_SCENARIO_ROWS = 100
 
 
 def difficulty_without(target: str) -> tuple[str, ...]:
@@ -42,7 +48,11 @@ def difficulty_without(target: str) -> tuple[str, ...]:
 
 @dataclass
 class IntervalModel:
-    """What turns a prediction into an interval: the difficulty model and the conformal factors."""
+    """What turns a prediction into an interval: the difficulty model and the conformal factors.
+
+    ``q_low``/``q_high`` are the pooled factors; ``by_scenario`` the factors of each scenario
+    calibrated on its own (a scenario not in it gets the pooled ones).
+    """
 
     target: str
     without: tuple[str, ...]
@@ -50,6 +60,16 @@ class IntervalModel:
     q_low: float
     q_high: float
     coverage: float = COVERAGE
+    by_scenario: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def factors(self, scenarios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The lower and upper conformal factors of rows of these scenarios."""
+        low = np.full(len(scenarios), self.q_low)
+        high = np.full(len(scenarios), self.q_high)
+        for scenario, (q_low, q_high) in self.by_scenario.items():
+            rows = scenarios == scenario
+            low[rows], high[rows] = q_low, q_high
+        return low, high
 
 
 def log_residuals(oof: pd.DataFrame) -> np.ndarray:
@@ -165,7 +185,19 @@ def fit_interval(
     scores = residuals / _cross_fitted_difficulty(target, frame, residuals, without, groups, seed)
     q_low, q_high = conformal_quantiles(scores, coverage)
     model = fit_difficulty(target, frame, residuals, without, seed)
-    return IntervalModel(target, tuple(without), model, q_low, q_high, coverage)
+    by_scenario = scenario_quantiles(scores, frame["scenario"].to_numpy(), coverage)
+    return IntervalModel(target, tuple(without), model, q_low, q_high, coverage, by_scenario)
+
+
+def scenario_quantiles(
+    scores: np.ndarray, scenarios: np.ndarray, coverage: float = COVERAGE
+) -> dict[str, tuple[float, float]]:
+    """``conformal_quantiles`` of each scenario with at least ``MIN_SCENARIO_ROWS`` scores."""
+    return {
+        str(scenario): conformal_quantiles(scores[scenarios == scenario], coverage)
+        for scenario in np.unique(scenarios)
+        if (scenarios == scenario).sum() >= MIN_SCENARIO_ROWS
+    }
 
 
 def interval(
@@ -180,7 +212,8 @@ def interval(
     """
     d = difficulty(model.difficulty, model.target, frame, model.without, pools)
     pred = np.asarray(pred, float)
-    return pred * np.exp(model.q_low * d), pred * np.exp(model.q_high * d)
+    q_low, q_high = model.factors(np.asarray(frame["scenario"]))
+    return pred * np.exp(q_low * d), pred * np.exp(q_high * d)
 
 
 def held_out_intervals(
@@ -230,3 +263,21 @@ def interval_figures(
         "interval_coverage": float(inside.mean()),
         "interval_width": float(np.median((upper[ok] - lower[ok]) / pred[ok])),
     }
+
+
+def interval_figures_by_gpu(
+    oof: pd.DataFrame, lower: np.ndarray, upper: np.ndarray
+) -> pd.DataFrame:
+    """``interval_figures`` of each (GPU, scenario) of the out-of-fold rows ``oof``, with counts.
+
+    Columns: ``gpu``, ``scenario``, ``n_rows``, ``interval_coverage``, ``interval_width``.
+    """
+    records = []
+    for (gpu, scenario), rows in oof.groupby(["gpu", "scenario"], sort=True).indices.items():
+        figures = interval_figures(
+            oof["true"].to_numpy()[rows], oof["pred"].to_numpy()[rows], lower[rows], upper[rows]
+        )
+        records.append({"gpu": gpu, "scenario": scenario, "n_rows": len(rows), **figures})
+    return pd.DataFrame.from_records(
+        records, columns=["gpu", "scenario", "n_rows", "interval_coverage", "interval_width"]
+    )
