@@ -53,7 +53,7 @@ class Variant:
 
 
 def _log_itl(target: str, frame: pd.DataFrame) -> pd.Series:
-    return np.log(frame["itl_s"].astype(float))
+    return np.log(frame[MEASURED_COLUMN[target]].astype(float))
 
 
 def _exp(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:

@@ -1,5 +1,9 @@
 """Row counts of the shipped measurement tables per GPU x engine x scenario (for data/README.md).
 
+Then, per source and ITL statistic, how much the conversion to the served statistic (the median
+gap, ``wattgpu.modeling.features.median_itl``) takes off the measured ITL (docs/model.md), and on
+the rows that measured both, the median gap over the mean gap.
+
 python bench/data_counts.py [--data DIR] [--measurements PATH ...]
 """
 
@@ -9,7 +13,7 @@ import argparse
 import datetime as dt
 import sys
 
-from benchinfo import add_data_arguments, machine
+from benchinfo import add_data_arguments, load_measured, machine
 
 from wattgpu.data.measurements import expand_paths, read_measurements
 
@@ -35,6 +39,27 @@ def main() -> None:
             )
         kinds = rows["itl_kind"].fillna("(no ITL)").value_counts()
         print("\nITL statistics: " + "; ".join(f"{k}: {n}" for k, n in kinds.items()))
+    print_itl_conversion(args)
+
+
+def print_itl_conversion(args: argparse.Namespace) -> None:
+    """What the conversion to the median gap takes off each source's ITLs, as quartiles in %."""
+    rows = load_measured(args)[1]
+    rows = rows[rows["itl_s"].notna()]
+    cut = 100.0 * (1.0 - rows["itl_median_s"] / rows["itl_s"])
+    print("\n### ITL converted to the median gap\n")
+    print("| source | statistic | rows | taken off, median % | 25-75 % |")
+    print("|---|---|---|---|---|")
+    for (source, statistic), part in cut.groupby([rows["source"], rows["itl_statistic"]]):
+        q1, q2, q3 = part.quantile([0.25, 0.5, 0.75])
+        print(f"| {source} | {statistic} | {len(part)} | {q2:.1f} | {q1:.1f}-{q3:.1f} |")
+    both = rows["itl_mean_s"].notna() if "itl_mean_s" in rows else rows["itl_s"].isna()
+    if both.any():
+        ratio = rows.loc[both, "itl_s"] / rows.loc[both, "itl_mean_s"]
+        print(
+            f"\nRows that measured the median and the mean gap: {int(both.sum())}; "
+            f"median gap / mean gap: median {ratio.median():.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ def _rows(gpus, bandwidths, models, params, values, tasks):
             "batch_size": [1.0] * len(gpus),
             "task": tasks,
             "itl_s": values,
+            "itl_median_s": values,
         }
     )
 

@@ -18,7 +18,7 @@ def test_power_is_learnt_as_the_log_ratio_to_the_prior_with_the_engine_floor():
 
 def test_itl_is_learnt_as_the_log_ratio_to_the_physics_prior():
     # measured 30 ms where the analytical model says 20 ms -> log(1.5)
-    rows = pd.DataFrame({"itl_s": [0.030], "prior_itl_s": [0.020]})
+    rows = pd.DataFrame({"itl_median_s": [0.030], "prior_itl_s": [0.020]})
     assert encode("itl", rows).iloc[0] == pytest.approx(math.log(1.5))
     # a zero correction returns the prior itself
     assert decode("itl", rows, np.array([0.0]))[0] == pytest.approx(0.020)

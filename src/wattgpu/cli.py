@@ -32,7 +32,7 @@ from wattgpu.cli_options import (
 )
 from wattgpu.config import load_settings
 from wattgpu.errors import QueryError, WattgpuError
-from wattgpu.modeling.targets import MEASURED_COLUMN, OPTIONAL_TARGETS, TARGETS
+from wattgpu.modeling.targets import OPTIONAL_TARGETS, SOURCE_COLUMN, TARGETS
 
 
 class WattgpuGroup(click.Group):
@@ -243,7 +243,7 @@ def main_job(
         if target in OPTIONAL_TARGETS and not pipeline.measures(
             state.settings, target, list(data) or None
         ):
-            click.echo(f"skipped {target}: the data holds no measured {MEASURED_COLUMN[target]}")
+            click.echo(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
             continue
         name = f"{study}-{target}" if study else None
         run_id = _run_tune(state, target, trials, time_budget, storage, name, seed, data)
@@ -265,26 +265,42 @@ def main_job(
     default=None,
     help="A registered model version of --target: show the run it came from.",
 )
+@yes_no_option(
+    "--intervals",
+    default=False,
+    help="Show the 90 % intervals' coverage and width on each held-out GPU instead.",
+)
 @output_format_option
 @pass_state
 def evaluate(
-    state: CliState, run_id: str | None, target: str, version: int | None, fmt: str
+    state: CliState,
+    run_id: str | None,
+    target: str,
+    version: int | None,
+    intervals: bool,
+    fmt: str,
 ) -> None:
     """Print the evaluation table (model and baselines, CV/LOGO/LOLO x scenario) of a tuning run.
 
-    The table format is Markdown; with json or csv the run line goes to stderr.
+    With ``--intervals true``: the prediction intervals' coverage and median relative width on
+    each GPU when it was held out (leave-one-GPU-out), per scenario. The table format is
+    Markdown; with json or csv the run line goes to stderr.
     """
     from wattgpu.lifecycle import registry, tracking
-    from wattgpu.modeling.evaluation import to_markdown
+    from wattgpu.modeling.evaluation import intervals_markdown, to_markdown
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
     if version is not None:
         run_id = registry.version_run_id(target, version)
     run_id = run_id or tracking.latest_parent_run(target)
-    table = tracking.load_evaluation(run_id)
+    if intervals:
+        table = tracking.load_frame(run_id, tracking.INTERVALS_BY_GPU_CSV)
+        as_table = intervals_markdown
+    else:
+        table, as_table = tracking.load_evaluation(run_id), to_markdown
     click.echo(f"run {run_id}", err=fmt != "table")
-    _echo_frame(table, fmt, to_markdown)
+    _echo_frame(table, fmt, as_table)
 
 
 def _echo_frame(table: Any, fmt: str, as_table: Any) -> None:

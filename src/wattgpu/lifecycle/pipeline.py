@@ -33,12 +33,13 @@ from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.splits import SPLITS
-from wattgpu.modeling.targets import MEASURED_COLUMN, check_target, rows_with_target
+from wattgpu.modeling.targets import SOURCE_COLUMN, check_target, rows_with_target
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
     fit_interval,
     held_out_intervals,
     interval_figures,
+    interval_figures_by_gpu,
 )
 
 
@@ -83,12 +84,14 @@ class Assessment:
         table: the evaluation table (``evaluation.TABLE_COLUMNS``) of every split and scenario.
         oof: the out-of-fold predictions per split.
         held_out: interval coverage and width on held-out GPUs (``interval_figures``).
+        held_out_by_gpu: the same per held-out GPU and scenario (``interval_figures_by_gpu``).
 
     """
 
     table: pd.DataFrame
     oof: dict[str, pd.DataFrame]
     held_out: dict[str, float]
+    held_out_by_gpu: pd.DataFrame
 
 
 def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData:
@@ -118,7 +121,7 @@ def validate(
 def measures(settings: Settings, target: str, data_paths: list[Path] | None) -> bool:
     """Whether the measurements hold at least one positive value of ``target``."""
     frame = load_data(settings, data_paths).measurements
-    values = pd.to_numeric(frame[MEASURED_COLUMN[check_target(target)]], errors="coerce")
+    values = pd.to_numeric(frame[SOURCE_COLUMN[check_target(target)]], errors="coerce")
     return bool((values > 0).any())
 
 
@@ -353,7 +356,12 @@ def assess(
     logo = oof["LOGO"]
     lower, upper = held_out_intervals(target, rows, logo, rows["gpu"].to_numpy(), seed=seed)
     held_out = interval_figures(logo["true"], logo["pred"], lower, upper)
-    return Assessment(table, oof, {f"{k}_held_out_gpu": v for k, v in held_out.items()})
+    return Assessment(
+        table,
+        oof,
+        {f"{k}_held_out_gpu": v for k, v in held_out.items()},
+        interval_figures_by_gpu(logo, lower, upper),
+    )
 
 
 def log_assessment(target: str, assessment: Assessment) -> None:
@@ -365,6 +373,7 @@ def log_assessment(target: str, assessment: Assessment) -> None:
     for split, predictions in oof.items():
         tracking.log_frame(predictions, f"evaluation/oof_{split}.csv")
     tracking.log_metrics(assessment.held_out)
+    tracking.log_frame(assessment.held_out_by_gpu, tracking.INTERVALS_BY_GPU_CSV)
     _log_figure(
         plots.predicted_vs_measured(oof["LOGO"], target, "LOGO"),
         "plots/predicted_vs_measured_LOGO.png",

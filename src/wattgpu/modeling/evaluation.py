@@ -389,3 +389,19 @@ def to_markdown(table: pd.DataFrame) -> str:
                 cells.append("–" if pd.isna(value) else fmt.format(value))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def intervals_markdown(table: pd.DataFrame) -> str:
+    """Render interval figures per held-out group (``interval_figures_by_gpu``) as Markdown.
+
+    Coverage and width in %; a leading ``target``/``split`` column, when present, is kept.
+    """
+    keys = [c for c in ("target", "split", "gpu", "scenario") if c in table.columns]
+    header = [*keys, "rows", "coverage %", "median width %"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.itertuples(index=False):
+        cells = [str(getattr(row, key)) for key in keys] + [str(row.n_rows)]
+        for value in (row.interval_coverage, row.interval_width):
+            cells.append("–" if pd.isna(value) else f"{100 * value:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

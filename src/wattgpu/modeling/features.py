@@ -40,6 +40,8 @@ DEFAULT_ENGINE_YEAR = 2025.0
 # most recent engine runs report, and what a user sees for a typical token.
 ITL_STATISTICS = ("median", "mean", "with_prefill")
 DEFAULT_ITL_STATISTIC = "median"
+# The statistics that count prefills in the time per token (see ``median_itl``).
+ITL_WITH_PREFILLS = ("mean", "with_prefill")
 # Share of the memory left after the weights that an engine gives to the KV cache.
 KV_CACHE_MEMORY_SHARE = 0.9
 
@@ -389,6 +391,9 @@ def _with_prior(
     prior = physics.serving_model_columns(out, constants)
     out["prior_power_w"] = prior["power_w"]
     out["prior_itl_s"] = prior["itl_s"]
+    out["prior_prefill_share"] = prior["prefill_share"]
+    if "itl_s" in out:
+        out["itl_median_s"] = _median_itl(out)
     out["prior_ttft_s"] = _prior_ttft(out, prior["ttft_s"])
     out["concurrency"] = _concurrency(out, prior["concurrency"])
     if "dense_weight_bytes" in out:
@@ -411,6 +416,29 @@ def _with_prior(
         out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
         out["log_prior_itl_cpu_s"] = np.log(step)
     return out
+
+
+def median_itl(frame: pd.DataFrame) -> pd.Series:
+    """Each row's measured ITL as the served statistic: the median gap between two tokens, s.
+
+    A row that measured the median passes through. A row that measured a time per token that
+    counts prefills (``ITL_WITH_PREFILLS``: an offline batch's latency / output tokens, its own
+    prefill included, or the mean time per output token, which counts the prefills of the
+    requests that join the batch while it decodes) is scaled by ``1 - prior_prefill_share``:
+    the analytical model's share of that time spent in prefills (``M * t_pre / output_tokens``
+    of ``t(M) + M * t_pre / output_tokens``, ``physics``). The gaps between the prefills are
+    plain decode steps, so what is left is the typical gap: the median. Needs the prior columns
+    (``with_prior``) and ``itl_statistic``.
+    """
+    return pd.Series(_median_itl(columns_of(frame)), index=frame.index)
+
+
+def _median_itl(columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    n = _length(columns)
+    itl = _floats(columns["itl_s"])
+    statistic = _get(columns, "itl_statistic", n)
+    with_prefills = np.isin(np.asarray(statistic, dtype=object), ITL_WITH_PREFILLS)
+    return np.where(with_prefills, itl * (1.0 - _floats(columns["prior_prefill_share"])), itl)
 
 
 def _prior_ttft(columns: Mapping[str, np.ndarray], server_ttft: np.ndarray) -> np.ndarray:

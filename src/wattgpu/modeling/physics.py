@@ -233,7 +233,9 @@ def serving_model_columns(
 
     Returns:
         Arrays: ``power_w``, ``itl_s``, ``concurrency`` (sequences
-        decoding), ``throughput_tok_s`` (all positive and finite) and ``ttft_s`` (NaN offline).
+        decoding), ``throughput_tok_s`` (all positive and finite), ``ttft_s`` (NaN offline) and
+        ``prefill_share``: the share of ``itl_s`` that prefills stalling the decode take (the
+        ``M * t_pre / output_tokens`` term offline and at the cap, ``rate * t_pre`` below it).
 
     """
     c = constants
@@ -258,6 +260,7 @@ def serving_model_columns(
         "concurrency": decoding,
         "throughput_tok_s": np.maximum(decoding, 1e-9) / itl,
         "ttft_s": np.where(w.server, ttft, np.nan),
+        "prefill_share": np.where(free, below.prefill_share, full.prefill_share),
     }
 
 
@@ -301,6 +304,7 @@ class _Regime:
     concurrency: np.ndarray
     itl: np.ndarray
     load: np.ndarray
+    prefill_share: np.ndarray  # share of the per-request ITL that other requests' prefills take
 
 
 def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _Workload:
@@ -377,7 +381,7 @@ def _at_cap(w: _Workload, c: PhysicalConstants) -> _Regime:
     stall = m_full * w.prefill / w.tokens_out
     itl_full = t_full + stall
     load_full = (t_full * use_full + stall) / itl_full
-    return _Regime(m_full, itl_full, load_full)
+    return _Regime(m_full, itl_full, load_full, stall / itl_full)
 
 
 def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray, np.ndarray]:
@@ -416,4 +420,4 @@ def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray,
     m_busy = np.where(p_busy > 1e-9, n_free / np.maximum(p_busy, 1e-9), 1.0)
     busy_use = _step(w, c, np.maximum(m_busy, 1.0))[1]
     load_free = prefill_share + (1.0 - prefill_share) * p_busy * busy_use
-    return _Regime(n_free, itl_free, load_free), free, prefill_share
+    return _Regime(n_free, itl_free, load_free, prefill_share), free, prefill_share

@@ -16,7 +16,6 @@ import pandas as pd
 from wattgpu.modeling.features import with_prior
 from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
 from wattgpu.modeling.simulate import calibrate
-from wattgpu.modeling.targets import rows_with_target
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs
 # of ML.ENERGY, whose CPU-bound engine no spec-based model can tell apart (on the same H100 and
@@ -61,7 +60,9 @@ def fit_engine_floors(rows: pd.DataFrame) -> dict[str, float]:
     ``max(prior_itl_s, floor x layers)`` (least median absolute log error); engines with fewer
     than ``MIN_FIT_ROWS`` ITL rows get none. ``rows`` need the prior columns (``with_prior``).
     """
-    measured = rows_with_target("itl", rows)
+    # the file's ITL as measured: the prior, like "latency / output tokens", counts the prefills
+    itl = rows["itl_s"].astype(float)
+    measured = rows[(np.isfinite(itl) & (itl > 0)).to_numpy()]
     floors = {}
     for engine, part in measured.groupby(measured["engine"].astype(str)):
         if engine == CALIBRATED_ENGINE or len(part) < MIN_FIT_ROWS:

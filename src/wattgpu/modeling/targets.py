@@ -5,7 +5,8 @@ row (``wattgpu.modeling.physics``, added by ``build_features``), so the trees le
 physics misses, and an unseen GPU's bandwidth and TDP act through the prior, which extrapolates,
 instead of through tree splits, which cannot. Power: ``log(mean_power_w / prior_power_cpu_w)``,
 the prior power of a GPU that waits for the engine's host-side step time; ITL:
-``log(itl_s / prior_itl_s)``; TTFT: ``log(ttft_s / prior_ttft_s)``, the prior being the request's
+``log(itl_median_s / prior_itl_s)`` (the measured ITL as the served statistic,
+``features.median_itl``); TTFT: ``log(ttft_s / prior_ttft_s)``, the prior being the request's
 prefill at the FP16 peak plus its queueing under the load (``features.with_prior``). What each
 choice is worth on real data: ``bench/ablation.py``.
 """
@@ -18,13 +19,16 @@ import pandas as pd
 from wattgpu.errors import ConfigError
 
 TARGETS = ("power", "itl", "ttft")
-# The measured column each target predicts, and the unit it is reported in.
-MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_s", "ttft": "ttft_s"}
+# The column of a measurement file that holds each target.
+SOURCE_COLUMN = {"power": "mean_power_w", "itl": "itl_s", "ttft": "ttft_s"}
+# The measured column each target predicts (``build_features`` adds ``itl_median_s``: the file's
+# ``itl_s`` as the served statistic, ``features.median_itl``), and the unit it is reported in.
+MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_median_s", "ttft": "ttft_s"}
 UNIT = {"power": "W", "itl": "ms", "ttft": "ms"}
 # (measured column, the prior column the target is relative to)
 PRIOR_COLUMN = {
     "power": ("mean_power_w", "prior_power_cpu_w"),
-    "itl": ("itl_s", "prior_itl_s"),
+    "itl": ("itl_median_s", "prior_itl_s"),
     "ttft": ("ttft_s", "prior_ttft_s"),
 }
 # Targets that only some data sets measure: the main job skips them when the data has none.
