@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -210,6 +211,27 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     assert answer.returncode == 0, answer.stderr[-2000:]
     assert "NVIDIA L4" in answer.stdout
     assert "power_prediction_w" in answer.stdout and "itl_prediction_ms" in answer.stdout
+    # the intervals' coverage and width on each GPU when it was held out, as a table and as JSON
+    intervals = _wattgpu(
+        "evaluate", "--target", "itl", "--intervals", "true", cwd=elsewhere, uri=uri
+    )
+    assert intervals.returncode == 0, intervals.stderr[-2000:]
+    assert "| gpu | scenario | rows | coverage % | median width % |" in intervals.stdout
+    as_json = _wattgpu(
+        "evaluate",
+        "--target",
+        "itl",
+        "--intervals",
+        "true",
+        "--format",
+        "json",
+        cwd=elsewhere,
+        uri=uri,
+    )
+    cells = json.loads(as_json.stdout)
+    held_out = pd.read_csv(small_data)
+    assert {c["gpu"] for c in cells} == set(held_out.loc[held_out["itl_s"].notna(), "gpu"])
+    assert all(0.0 <= c["interval_coverage"] <= 1.0 and c["n_rows"] > 0 for c in cells)
 
     # a later version arrives as a challenger: production stays where it was
     second = _wattgpu(*job, "--study", "again", cwd=tmp_path, uri=uri)
