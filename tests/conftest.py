@@ -223,10 +223,15 @@ def serving(store: dict, command: Callable[[int], list[str]], log_name: str) -> 
 @pytest.fixture(scope="session")
 def store(tmp_path_factory, catalog):
     """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production."""
+    return tuned_store(tmp_path_factory.mktemp("store"), catalog, ("power", "itl"))
+
+
+def tuned_store(root: Path, catalog: Catalog, targets: tuple[str, ...]) -> dict:
+    """``targets`` tuned (one trial) on generated rows of ``SERVED_GPUS`` in a store in ``root``,
+    registered, and v1 promoted to production; returns the root, the settings and the runs."""
     from wattgpu.lifecycle import pipeline, registry, tracking
     from wattgpu.modeling.simulate import simulate
 
-    root = tmp_path_factory.mktemp("store")
     rows = simulate(catalog, seed=2)
     data = root / "small.csv"
     rows[rows["gpu"].isin(SERVED_GPUS)].to_csv(data, index=False)
@@ -237,10 +242,10 @@ def store(tmp_path_factory, catalog):
     )
     runs = {
         t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
-        for t in ("power", "itl")
+        for t in targets
     }
     tracking.configure(settings.tracking_uri)
-    for target in ("power", "itl"):
+    for target in targets:
         assert registry.register(target) == 1
         registry.promote(target, 1, "production")
     return {"root": root, "settings": settings, "runs": runs}

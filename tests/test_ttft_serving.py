@@ -14,11 +14,8 @@ import httpx
 import mlflow
 import pandas as pd
 import pytest
-from conftest import SERVED_GPUS, serving
+from conftest import serving, tuned_store
 from mlflow.tracking import MlflowClient
-
-from wattgpu.config import SHIPPED_DATA_DIR, Settings
-from wattgpu.lifecycle import pipeline, registry, tracking
 
 pytestmark = pytest.mark.slow
 
@@ -32,30 +29,13 @@ QUERY = {
 
 @pytest.fixture(scope="module")
 def ttft_store(tmp_path_factory, catalog):
-    from wattgpu.modeling.simulate import simulate
-
-    root = tmp_path_factory.mktemp("ttft_store")
-    rows = simulate(catalog, seed=2)
-    data = root / "small.csv"
-    rows[rows["gpu"].isin(SERVED_GPUS)].to_csv(data, index=False)
-    settings = Settings(
-        SHIPPED_DATA_DIR,
-        tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
-        optuna_storage=f"sqlite:///{root / 'optuna.db'}",
-    )
-    run = pipeline.tune(settings, "ttft", data_paths=[data], trials=1, show_progress=False).run_id
-    tracking.configure(settings.tracking_uri)
-    version = registry.register("ttft", run)
-    registry.promote("ttft", version, "staging")
-    registry.promote("ttft", version, "production")
-    return {"root": root, "settings": settings, "run": run, "version": version}
+    return tuned_store(tmp_path_factory.mktemp("ttft_store"), catalog, ("ttft",))
 
 
 def test_the_ttft_model_is_registered_and_in_production(ttft_store):
     client = MlflowClient(ttft_store["settings"].tracking_uri)
     production = client.get_model_version_by_alias("wattgpu-ttft", "production")
-    assert int(production.version) == ttft_store["version"]
-    assert production.run_id == ttft_store["run"]
+    assert production.version == "1" and production.run_id == ttft_store["runs"]["ttft"]
 
 
 def test_mlflow_models_serve_answers_ttft_in_ms_like_the_pyfunc(ttft_store):
