@@ -35,7 +35,7 @@ def ttft_store(tmp_path_factory, catalog):
 def test_the_ttft_model_is_registered_and_in_production(ttft_store):
     client = MlflowClient(ttft_store["settings"].tracking_uri)
     production = client.get_model_version_by_alias("wattgpu-ttft", "production")
-    assert production.version == "1" and production.run_id == ttft_store["runs"]["ttft"]
+    assert int(production.version) == 1 and production.run_id == ttft_store["runs"]["ttft"]
 
 
 def test_mlflow_models_serve_answers_ttft_in_ms_like_the_pyfunc(ttft_store):
