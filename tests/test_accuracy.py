@@ -39,7 +39,7 @@ def measured_rows():
 def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(measured_rows):
     bench = _bench()
     # One trial per nested study: CatBoost's defaults, still chosen without the held-out GPU.
-    table, chosen = bench.run(
+    table, chosen, by_gpu = bench.run(
         measured_rows,
         targets=("power",),
         splits=("LOGO",),
@@ -61,11 +61,18 @@ def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(measured_rows):
     assert model["interval_coverage"].between(0.0, 1.0).all()
     assert (model["interval_width"] > 0).all()
     assert table.loc[table["method"] != "catboost", "interval_coverage"].isna().all()
+    # and per held-out GPU and scenario: every (GPU, scenario) with power rows, once
+    measured = measured_rows[with_power].groupby(["gpu", "scenario"]).size()
+    assert sorted(zip(by_gpu["gpu"], by_gpu["scenario"], strict=True)) == sorted(measured.index)
+    assert by_gpu["n_rows"].tolist() == [
+        measured[g, s] for g, s in zip(by_gpu["gpu"], by_gpu["scenario"], strict=True)
+    ]
+    assert by_gpu["interval_coverage"].between(0.0, 1.0).all()
 
 
 def test_json_records_have_the_documented_fields(measured_rows):
     bench = _bench()
-    table, _ = bench.run(
+    table, _, _ = bench.run(
         measured_rows,
         targets=("itl",),
         splits=("LOGO",),
@@ -109,7 +116,7 @@ def test_near_ties_count_groups_whose_gpus_measure_within_five_percent():
 
 def test_nearest_measured_answers_only_rows_measured_elsewhere(measured_rows):
     bench = _bench()
-    table, _ = bench.run(
+    table, _, _ = bench.run(
         measured_rows, targets=("itl",), splits=("LOGO", "LOLO"), methods=("nearest-measured",)
     )
     assert set(table["method"]) == {"nearest-measured"}
