@@ -354,19 +354,12 @@ def to_json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 def scenario_interval_markdown(table: pd.DataFrame) -> str:
     """The project's interval coverage and width per target, split and scenario."""
     rows = table[table["method"] == "catboost"]
-    lines = [
+    columns = ["target", "split", "scenario", "n_rows", "interval_coverage", "interval_width"]
+    return (
         f"Prediction intervals (nominal {COVERAGE:.0%}), each fold's from residuals of the other "
-        "folds only:",
-        "",
-        "| target | split | scenario | coverage % | median width (upper − lower) / prediction % |",
-        "|---|---|---|---|---|",
-    ]
-    for row in rows.itertuples():
-        lines.append(
-            f"| {row.target} | {row.split} | {row.scenario} | {100 * row.interval_coverage:.1f} "
-            f"| {100 * row.interval_width:.0f} |"
-        )
-    return "\n".join(lines) + "\n"
+        "folds only; width is the median (upper − lower) / prediction:\n\n"
+        + intervals_markdown(rows[columns].astype({"n_rows": int}))
+    )
 
 
 def by_gpu_lines(by_gpu: pd.DataFrame) -> list[str]:

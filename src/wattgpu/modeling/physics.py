@@ -241,7 +241,7 @@ def serving_model_columns(
     c = constants
     w = _workload(rows, c)
     full = _at_cap(w, c)
-    below, free, prefill_share = _below_cap(w, c)
+    below, free = _below_cap(w, c)
     free &= ~w.closed
     itl = np.where(free, below.itl, full.itl)
     load = np.where(free, below.load, full.load)
@@ -249,7 +249,7 @@ def serving_model_columns(
     load = np.clip(load, 0.0, 1.0)
     decoding = np.where(free, below.concurrency, full.concurrency)
     idle = c.idle_fraction * w.tdp
-    queued = np.where(free, np.maximum(1.0 - prefill_share, 1e-9), 1.0)
+    queued = np.where(free, np.maximum(1.0 - below.prefill_share, 1e-9), 1.0)
     ttft = w.prefill / queued + itl
     cycle = w.prefill + w.tokens_out * itl
     waits = np.maximum(1.0, w.users / decoding) * cycle - w.tokens_out * itl + itl
@@ -384,7 +384,7 @@ def _at_cap(w: _Workload, c: PhysicalConstants) -> _Regime:
     return _Regime(m_full, itl_full, load_full, stall / itl_full)
 
 
-def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray, np.ndarray]:
+def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray]:
     """A server below its cap: concurrency from Little's law, its ITL and load.
 
     ``N = k t(1 + N)``, ``k = rate * out / (1 - rate * t_pre)``. On a line ``t = a + b M`` this
@@ -420,4 +420,4 @@ def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray,
     m_busy = np.where(p_busy > 1e-9, n_free / np.maximum(p_busy, 1e-9), 1.0)
     busy_use = _step(w, c, np.maximum(m_busy, 1.0))[1]
     load_free = prefill_share + (1.0 - prefill_share) * p_busy * busy_use
-    return _Regime(n_free, itl_free, load_free, prefill_share), free, prefill_share
+    return _Regime(n_free, itl_free, load_free, prefill_share), free

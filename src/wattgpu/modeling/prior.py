@@ -16,6 +16,7 @@ import pandas as pd
 from wattgpu.modeling.features import with_prior
 from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
 from wattgpu.modeling.simulate import calibrate
+from wattgpu.modeling.targets import SOURCE_COLUMN, rows_measuring
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs
 # of ML.ENERGY, whose CPU-bound engine no spec-based model can tell apart (on the same H100 and
@@ -61,8 +62,7 @@ def fit_engine_floors(rows: pd.DataFrame) -> dict[str, float]:
     than ``MIN_FIT_ROWS`` ITL rows get none. ``rows`` need the prior columns (``with_prior``).
     """
     # the file's ITL as measured: the prior, like "latency / output tokens", counts the prefills
-    itl = rows["itl_s"].astype(float)
-    measured = rows[(np.isfinite(itl) & (itl > 0)).to_numpy()]
+    measured = rows_measuring(SOURCE_COLUMN["itl"], rows)
     floors = {}
     for engine, part in measured.groupby(measured["engine"].astype(str)):
         if engine == CALIBRATED_ENGINE or len(part) < MIN_FIT_ROWS:

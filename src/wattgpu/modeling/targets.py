@@ -59,6 +59,11 @@ def decode(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
 
 def rows_with_target(target: str, frame: pd.DataFrame) -> pd.DataFrame:
     """The rows that carry a positive, finite measurement of ``target``."""
-    values = frame[MEASURED_COLUMN[check_target(target)]].astype(float)
+    return rows_measuring(MEASURED_COLUMN[check_target(target)], frame)
+
+
+def rows_measuring(column: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose ``column`` holds a positive, finite value."""
+    values = frame[column].astype(float)
     keep = np.isfinite(values) & (values > 0)
     return frame[keep.to_numpy()].reset_index(drop=True)
