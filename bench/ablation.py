@@ -4,7 +4,7 @@ Every variant differs from the adopted design (``wattgpu.modeling.models``) in o
 scored, like ``bench/accuracy.py``, on every shipped measured row that carries the target, with
 CatBoost's default hyperparameters, the analytical prior refitted on each fold's training rows,
 and several seeds (mean ± standard deviation over seeds). Splits: leave one GPU out (LOGO) and
-leave LLMs out in 10 blocks (L10O, a cheaper stand-in for leave-one-LLM-out).
+leave LLMs out in 10 blocks of architectures (L10O, a cheaper stand-in for leave-one-LLM-out).
 
     python bench/ablation.py [--seeds 3] [--targets power itl] [--measurements PATH ...]
 """
@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 from joblib import Parallel, delayed
-from sklearn.model_selection import GroupKFold
 
 from wattgpu.modeling import models
 from wattgpu.modeling.features import (
@@ -31,12 +30,10 @@ from wattgpu.modeling.features import (
     RAW_GPU_SPECS,
 )
 from wattgpu.modeling.metrics import mdape, ranking_tau
-from wattgpu.modeling.models import MEMBERS
 from wattgpu.modeling.prior import refit_prior
-from wattgpu.modeling.splits import split_indices
+from wattgpu.modeling.recipe import recipe_of
+from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, decode, encode, rows_with_target
-
-LLM_BLOCKS = 10
 
 
 @dataclass(frozen=True)
@@ -101,7 +98,7 @@ def _dense_only_weights(frame: pd.DataFrame) -> pd.DataFrame:
 
 def variants(target: str) -> list[Variant]:
     """The adopted design first, then one change each."""
-    adopted = MEMBERS[target]
+    adopted = recipe_of(target).members
     out = [
         Variant("adopted", adopted),
         Variant("without engine_year", adopted, rows=_no_engine_year),
@@ -129,10 +126,7 @@ def variants(target: str) -> list[Variant]:
 
 
 def _folds(frame: pd.DataFrame, split: str, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    if split == "LOGO":
-        return list(split_indices(frame, "LOGO"))
-    blocks = GroupKFold(n_splits=LLM_BLOCKS, shuffle=True, random_state=seed)
-    return list(blocks.split(frame, groups=frame["model"].astype(str)))
+    return list(split_indices(frame, "LOGO" if split == "LOGO" else LLM_BLOCKS, seed=seed))
 
 
 def _fit_predict(
@@ -141,7 +135,8 @@ def _fit_predict(
     train, test = refit_prior(variant.physics(train), variant.physics(test))
     train, test = variant.rows(train), variant.rows(test)
     label = variant.encode(target, train)
-    model = models.fit_members(target, train, label, variant.members, {"thread_count": 1}, seed)
+    settings = {**recipe_of(target).catboost_params(), "thread_count": 1}
+    model = models.fit_members(target, train, label, variant.members, settings, seed)
     return variant.decode(target, test, models.raw_predict(model, test))
 
 

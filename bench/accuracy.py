@@ -75,6 +75,7 @@ from wattgpu.modeling.evaluation import (
     to_markdown,
 )
 from wattgpu.modeling.prior import refit_prior
+from wattgpu.modeling.recipe import DEFAULT_RECIPE, RECIPES, recipe_of
 from wattgpu.modeling.splits import SPLITS, fold_labels, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 from wattgpu.modeling.uncertainty import (
@@ -199,6 +200,7 @@ def run(
     trials: int = TRIALS,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    recipe: str = DEFAULT_RECIPE,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]], pd.DataFrame]:
     """The accuracy table (``TABLE_COLUMNS``) of ``methods`` on ``rows``, the tuned params, and
     the model's interval figures on each held-out GPU and scenario (LOGO).
@@ -211,6 +213,7 @@ def run(
         trials: Optuna trials per nested study (the first is CatBoost's defaults).
         seed: seeds folds, samplers and models.
         progress: called with a short label after each nested study and each paper fit.
+        recipe: the models' recipe (``full``, what the main job serves, or ``fast``).
 
     """
     records: list[dict[str, Any]] = []
@@ -218,15 +221,16 @@ def run(
     by_gpu: list[pd.DataFrame] = []
     for target in targets:
         data = rows_with_target(target, rows)
+        chosen_recipe = recipe_of(target, recipe)
         baseline = baseline_predictions(target, data)
         for split in splits:
             oof = None
             if "catboost" in methods:
                 oof, params = nested_out_of_fold(
-                    target,
+                    chosen_recipe,
                     data,
                     split,
-                    tuner(target, trials=trials, seed=seed),
+                    tuner(chosen_recipe, trials=trials, seed=seed),
                     seed=seed,
                     on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
                     if progress
@@ -234,7 +238,7 @@ def run(
                     prepare=refit_prior,
                 )
                 groups = fold_labels(data, split, seed=seed)
-                lower, upper = held_out_intervals(target, data, oof, groups, seed=seed)
+                lower, upper = held_out_intervals(chosen_recipe, data, oof, groups, seed=seed)
                 records += with_intervals(score(oof, "catboost", target, split), oof, lower, upper)
                 if split == "LOGO":
                     by_gpu.append(
@@ -290,7 +294,8 @@ def nearest_records(
     target: str, data: pd.DataFrame, split: str, oof: pd.DataFrame | None, seed: int
 ) -> list[dict[str, Any]]:
     """The nearest-measured baseline, and the model's figures on the rows it answers."""
-    nearest = nearest_predictions(target, data, split, seed=seed)
+    folds = list(split_indices(data, split, seed=seed))
+    nearest = nearest_predictions(target, data, split, folds)
     if oof is not None:
         return score_beside_nearest(oof, nearest, target, split)
     return score(nearest[nearest["pred"].notna()], NEAREST_METHOD, target, split)
@@ -409,6 +414,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--recipe", choices=RECIPES, default=DEFAULT_RECIPE)
     return parser.parse_args(argv)
 
 
@@ -438,7 +444,11 @@ def data_line(target: str, rows: pd.DataFrame) -> str:
 def steps_needed(args: argparse.Namespace, rows: pd.DataFrame) -> int:
     """How many progress steps ``run`` reports (nested studies and paper fits)."""
     return sum(
-        (studies_needed(rows_with_target(t, rows), s) if "catboost" in args.methods else 0)
+        (
+            studies_needed(recipe_of(t, args.recipe), rows_with_target(t, rows), s)
+            if "catboost" in args.methods
+            else 0
+        )
         + ("xgboost-paper" in args.methods and t in PAPER_RECIPE)
         for t in args.targets
         for s in args.splits
@@ -486,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         methods=args.methods,
         trials=trials,
         seed=args.seed,
+        recipe=args.recipe,
         progress=advance,
     )
     bar.close()

@@ -21,20 +21,28 @@ REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
 
 
+# Tests train with the fast recipe (few iterations, grouped folds): the same code as the full
+# one, at a fraction of its cost. tests/test_main_job.py runs the full recipe, as a user does.
+TEST_RECIPE = "fast"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def wattgpu_home(tmp_path_factory) -> Iterator[Path]:
-    """Every test's default stores live in a temporary home, never in the user's ~/.wattgpu.
+    """Every test's default stores live in a temporary home, never in the user's ~/.wattgpu,
+    and every job trains with ``TEST_RECIPE``.
 
-    Subprocesses inherit it through the environment.
+    Subprocesses inherit both through the environment.
     """
     home = tmp_path_factory.mktemp("wattgpu-home")
-    before = os.environ.get("WATTGPU_HOME")
+    before = {name: os.environ.get(name) for name in ("WATTGPU_HOME", "WATTGPU_RECIPE")}
     os.environ["WATTGPU_HOME"] = str(home)
+    os.environ["WATTGPU_RECIPE"] = TEST_RECIPE
     yield home
-    if before is None:
-        os.environ.pop("WATTGPU_HOME", None)
-    else:
-        os.environ["WATTGPU_HOME"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def gpu_row(name: str, **overrides: object) -> dict:
@@ -239,6 +247,7 @@ def tuned_store(root: Path, catalog: Catalog, targets: tuple[str, ...]) -> dict:
         SHIPPED_DATA_DIR,
         tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
         optuna_storage=f"sqlite:///{root / 'optuna.db'}",
+        recipe=TEST_RECIPE,
     )
     runs = {
         t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id

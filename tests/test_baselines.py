@@ -14,6 +14,7 @@ from wattgpu.modeling.evaluation import (
     nearest_predictions,
     score_beside_nearest,
 )
+from wattgpu.modeling.splits import split_indices
 
 
 def test_load_scaled_tdp_by_hand():
@@ -125,7 +126,7 @@ def test_nearest_predictions_out_of_fold_and_the_model_on_the_same_rows():
         [0.008, 0.004, 0.002, 0.003],
         ["chat"] * 4,
     )
-    nearest = nearest_predictions("itl", frame, "LOGO")
+    nearest = nearest_predictions("itl", frame, "LOGO", list(split_indices(frame, "LOGO")))
     # LOGO, ITL scaled by bandwidth neighbour / asked:
     # A <- B: 0.004 x 2000/1000 = 0.008; B <- A and C tie (log 2 each), averaged:
     # A: 0.008 x 1000/2000 = 0.004, C: 0.002 x 4000/2000 = 0.004 -> 0.004;

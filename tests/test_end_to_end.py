@@ -11,7 +11,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, TEST_RECIPE
 from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
@@ -148,6 +148,7 @@ def test_study_resumes_from_its_storage(tmp_path, small_data):
         tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
         optuna_storage=f"sqlite:///{tmp_path / 'optuna.db'}",
         home=tmp_path,
+        recipe=TEST_RECIPE,
     )
     first = pipeline.tune(settings, "itl", data_paths=[small_data], trials=1, show_progress=False)
     second = pipeline.tune(settings, "itl", data_paths=[small_data], trials=2, show_progress=False)
@@ -170,6 +171,7 @@ def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_dat
         tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
         optuna_storage=f"sqlite:///{tmp_path / 'optuna.db'}",
         home=tmp_path,
+        recipe=TEST_RECIPE,
     )
     with pytest.raises(ValidationFailed, match="power_over_tdp"):
         pipeline.tune(settings, "power", data_paths=[path], trials=1, show_progress=False)

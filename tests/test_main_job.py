@@ -67,7 +67,13 @@ def installed(tmp_path_factory) -> dict:
         key: value
         for key, value in os.environ.items()
         if key
-        not in ("MLFLOW_TRACKING_URI", "WATTGPU_OPTUNA_STORAGE", "WATTGPU_DATA_DIR", "PYTHONPATH")
+        not in (
+            "MLFLOW_TRACKING_URI",
+            "WATTGPU_OPTUNA_STORAGE",
+            "WATTGPU_DATA_DIR",
+            "WATTGPU_RECIPE",  # a user's main job: the full recipe
+            "PYTHONPATH",
+        )
     }
     env["WATTGPU_HOME"] = str(root / "home")
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"

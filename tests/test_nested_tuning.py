@@ -7,7 +7,10 @@ from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.lifecycle import tuning
 from wattgpu.modeling.evaluation import nested_out_of_fold, studies_needed
 from wattgpu.modeling.features import build_features
+from wattgpu.modeling.recipe import recipe_of
 from wattgpu.modeling.targets import rows_with_target
+
+FAST = recipe_of("power", "fast")
 
 pytestmark = pytest.mark.slow
 
@@ -26,28 +29,34 @@ def rows():
 
 
 def test_default_trial_is_a_point_of_the_search_space():
-    assert tuning.default_trial() == {
+    assert recipe_of("power").default_trial() == {
         "iterations": 300,
         "depth": 6,
         "learning_rate": 0.1,
         "l2_leaf_reg": 3.0,
         "random_strength": 1.0,
     }
+    for name in ("full", "fast"):
+        for target in ("power", "itl", "ttft"):
+            chosen = recipe_of(target, name)
+            for key, value in chosen.default_trial().items():
+                dimension = chosen.search_space[key]
+                assert dimension.low <= value <= dimension.high, (name, target, key)
 
 
 def test_logo_runs_one_study_per_gpu_without_it(rows):
-    oof, chosen = nested_out_of_fold("power", rows, "LOGO", tuning.tuner("power", trials=1))
+    oof, chosen = nested_out_of_fold(FAST, rows, "LOGO", tuning.tuner(FAST, trials=1))
     assert sorted(c["held_out"][0] for c in chosen) == sorted(rows["gpu"].unique())
     assert all(c["tuned_on"] == "LOGO" and len(c["held_out"]) == 1 for c in chosen)
     assert np.isfinite(oof["pred"]).all() and len(oof) == len(rows)
 
 
 def test_lolo_blocks_cover_every_llm_once(rows):
-    oof, chosen = nested_out_of_fold("power", rows, "LOLO", tuning.tuner("power", trials=1))
+    oof, chosen = nested_out_of_fold(FAST, rows, "LOLO", tuning.tuner(FAST, trials=1))
     held = [llm for c in chosen for llm in c["held_out"]]
     # tuned for unseen LLMs, as LOLO measures
     assert {c["tuned_on"] for c in chosen} == {"LLM-blocks"}
-    assert len(chosen) == studies_needed(rows, "LOLO") == 5
+    assert len(chosen) == studies_needed(FAST, rows, "LOLO") == FAST.lolo_tuning_blocks == 2
     assert sorted(held) == sorted(rows["model"].unique())
     assert np.isfinite(oof["pred"]).all()
 
@@ -59,7 +68,7 @@ def test_prepare_sees_only_training_rows_of_each_fold(rows):
         seen.append((set(train["gpu"]), set(test["gpu"])))
         return train, test
 
-    nested_out_of_fold("power", rows, "LOGO", tuning.tuner("power", trials=1), prepare=prepare)
+    nested_out_of_fold(FAST, rows, "LOGO", tuning.tuner(FAST, trials=1), prepare=prepare)
     folds = [s for s in seen if s[1]]  # the outer folds (a study's rows come with no test side)
     assert len(folds) == rows["gpu"].nunique() == len(seen) - len(folds)
     assert all(len(test) == 1 and not (train & test) for train, test in folds)

@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import ConfigError
-from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
+from wattgpu.modeling.splits import LLM_BLOCKS, Folds, split_indices
 
 
 def frame():
@@ -50,14 +50,22 @@ def test_unknown_split_and_single_group_are_clear_errors():
         list(split_indices(frame().assign(gpu="a"), "LOGO"))
 
 
-def test_llm_blocks_hold_out_whole_llms_in_five_folds():
+def test_llm_blocks_hold_out_whole_architectures_in_the_recipes_blocks():
+    # m0 and m1 are one architecture under two names (a fine-tune of a base, say): twins
+    params = {"m0": 8.0, "m1": 8.0, "m2": 1.0, "m3": 3.0, "m4": 14.0, "m5": 70.0, "m6": 32.0}
     frame = pd.DataFrame(
         {"model": [f"m{i % 7}" for i in range(28)], "gpu": [f"g{i % 3}" for i in range(28)]}
     )
-    folds = list(split_indices(frame, LLM_BLOCKS))
-    assert len(folds) == 5
+    frame["llm_params_b"] = frame["model"].map(params)
+    frame["llm_num_layers"] = 32.0
+    folds = list(split_indices(frame, LLM_BLOCKS, folds=Folds(cv=5, llm_blocks=3)))
+    assert len(folds) == 3
     tested = []
     for train, test in folds:
         assert not set(frame["model"].iloc[train]) & set(frame["model"].iloc[test])
+        held = set(frame["model"].iloc[test])
+        assert ("m0" in held) == ("m1" in held)  # twins never straddle train and test
         tested += list(test)
     assert sorted(tested) == list(range(28))
+    # six architectures: the default (the full recipe's) 10 blocks give one each
+    assert len(list(split_indices(frame, LLM_BLOCKS))) == 6

@@ -3,10 +3,10 @@ import pandas as pd
 import pytest
 
 from wattgpu.modeling.features import build_features
+from wattgpu.modeling.recipe import recipe_of
 from wattgpu.modeling.uncertainty import (
     IntervalModel,
     conformal_quantiles,
-    difficulty_without,
     fit_difficulty,
     fit_interval,
     held_out_intervals,
@@ -16,7 +16,8 @@ from wattgpu.modeling.uncertainty import (
     scenario_quantiles,
 )
 
-WITHOUT = difficulty_without("power")
+FAST = recipe_of("power", "fast")
+WITHOUT = FAST.difficulty_without()
 
 
 def test_conformal_quantiles_by_hand():
@@ -44,7 +45,7 @@ def test_each_scenario_with_enough_rows_gets_its_own_factors():
     scores = np.concatenate([np.arange(1.0, 101.0), -np.arange(1.0, 100.0)])
     scenarios = np.array(["offline"] * 100 + ["server"] * 99)
     # offline alone, coverage 0.9: k_low = floor(101 x 0.05) = 5, k_high = ceil(101 x 0.95) = 96
-    assert scenario_quantiles(scores, scenarios, 0.9) == {"offline": (5.0, 96.0)}
+    assert scenario_quantiles(scores, scenarios, 100, 0.9) == {"offline": (5.0, 96.0)}
 
 
 def test_the_factors_of_a_row_are_its_scenarios_or_the_pooled_ones():
@@ -91,7 +92,7 @@ def _rows(catalog, batches):
 def test_interval_is_the_prediction_times_the_factors_at_the_rows_difficulty(small_catalog):
     rows = _rows(small_catalog, [1, 8, 32, 64])
     # every residual 0.1 -> the difficulty model learns log 0.1 everywhere -> d = 0.1
-    model = fit_difficulty("power", rows, np.full(len(rows), 0.1), WITHOUT)
+    model = fit_difficulty(FAST, rows, np.full(len(rows), 0.1))
     assert model == pytest.approx(0.1)  # alike residuals: one difficulty, no trees to fit
     bounds = IntervalModel("power", WITHOUT, model, q_low=-2.0, q_high=3.0)
     lower, upper = interval(bounds, rows, np.full(len(rows), 100.0))
@@ -105,21 +106,23 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
     true = np.linspace(100.0, 200.0, len(rows))
     pred = true * np.linspace(0.8, 1.3, len(rows))
     oof = pd.DataFrame({"true": true, "pred": pred, "scenario": "offline"})
-    lower, upper = held_out_intervals("power", rows, oof, groups)
+    lower, upper = held_out_intervals(FAST, rows, oof, groups)
     # group a's measurements made ten times worse: a's interval stays, the others' widen
     worse = oof.assign(true=np.where(groups == "a", true * 10.0, true))
-    lower2, upper2 = held_out_intervals("power", rows, worse, groups)
+    lower2, upper2 = held_out_intervals(FAST, rows, worse, groups)
     a = groups == "a"
     assert lower2[a] == pytest.approx(lower[a]) and upper2[a] == pytest.approx(upper[a])
     assert (upper2[~a] - lower2[~a] > upper[~a] - lower[~a]).all()
 
 
 def test_the_interval_shares_a_members_inputs(small_catalog):
-    from wattgpu.modeling.models import MEMBERS, Pools
+    from wattgpu.modeling.models import Pools
 
-    for target in ("power", "itl"):
+    for target in ("power", "itl", "ttft"):
         # the difficulty model leaves out what one member leaves out: one input serves both
-        assert difficulty_without(target) in MEMBERS[target]
+        for name in ("full", "fast"):
+            chosen = recipe_of(target, name)
+            assert chosen.difficulty_without() in chosen.members
     pools = Pools("power", _rows(small_catalog, [1, 8]))
     assert pools(WITHOUT) is pools(WITHOUT)
 
@@ -130,7 +133,7 @@ def test_a_scenario_is_calibrated_on_its_own_residuals(small_catalog):
     # offline residuals small, server residuals ten times larger
     spread = np.where(rows["scenario"] == "offline", 0.02, 0.2) * np.sin(np.arange(len(rows)))
     oof = pd.DataFrame({"true": 100.0 * np.exp(spread), "pred": np.full(len(rows), 100.0)})
-    bounds = fit_interval("power", rows, oof, rows["gpu"].to_numpy())
+    bounds = fit_interval(FAST, rows, oof, rows["gpu"].to_numpy())
     assert set(bounds.by_scenario) == {"offline", "server"}
     lower, upper = interval(bounds, rows, np.full(len(rows), 100.0))
     width = (upper - lower) / 100.0

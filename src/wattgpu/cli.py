@@ -17,6 +17,7 @@ import click
 
 from wattgpu.cli_options import (
     EVERY_TARGET,
+    Blankable,
     CliState,
     alias_option,
     data_option,
@@ -30,9 +31,9 @@ from wattgpu.cli_options import (
     whole_number,
     yes_no_option,
 )
-from wattgpu.config import load_settings
+from wattgpu.config import RECIPES, load_settings
 from wattgpu.errors import QueryError, WattgpuError
-from wattgpu.modeling.targets import OPTIONAL_TARGETS, SOURCE_COLUMN, TARGETS
+from wattgpu.modeling.targets import TARGETS
 
 
 class WattgpuGroup(click.Group):
@@ -107,16 +108,25 @@ def validate(state: CliState, data: tuple[Path, ...], docs_dir: Path, verbose: b
 
     settings = state.settings
     loaded = pipeline.load_data(settings, list(data) or None)
-    ok, _, reports = pipeline.validate(settings, loaded, docs_dir)
-    click.echo(format_reports(reports, verbose=verbose))
+    result = pipeline.validate(settings, loaded, docs_dir)
+    click.echo(format_reports(result.reports, verbose=verbose))
     click.echo(f"Data Docs: {docs_dir}")
-    if not ok:
+    if not result.ok:
         raise click.ClickException("validation failed (see the FAIL lines above)")
 
 
 def _tune_options(func: Any) -> Any:
-    """The options ``tune`` and ``main`` share: the study's size, budget, storage, name, seed."""
+    """The options ``tune`` and ``main`` share: the recipe, the study and the data."""
     options = [
+        click.option(
+            "--recipe",
+            type=Blankable(click.Choice(RECIPES)),
+            metavar=f"[{'|'.join(RECIPES)}]",
+            default=None,
+            help="How the models are built: full (the served recipe) or fast (few iterations "
+            "and grouped folds, for tests and quick looks) (default: $WATTGPU_RECIPE, else "
+            "full).",
+        ),
         click.option(
             "--trials",
             type=whole_number(minimum=1),
@@ -159,25 +169,30 @@ def _tune_options(func: Any) -> Any:
     return func
 
 
-def _run_tune(
+@cli.command()
+@target_option(required=True)
+@_tune_options
+@pass_state
+def tune(
     state: CliState,
     target: str,
+    recipe: str | None,
     trials: int,
     time_budget: float,
     storage: str | None,
     study: str | None,
     seed: int,
     data: tuple[Path, ...],
-) -> str | None:
-    """Tune one target and print its table; the run id, or ``None`` if the study was complete."""
+) -> None:
+    """Tune a CatBoost model with Optuna (objective: leave-one-GPU-out MdAPE), tracked in MLflow."""
     from wattgpu.errors import StudyComplete
     from wattgpu.lifecycle import pipeline
-    from wattgpu.modeling.evaluation import to_markdown
 
     try:
         result = pipeline.tune(
             state.settings,
             target,
+            recipe=recipe,
             data_paths=list(data) or None,
             trials=trials,
             timeout=time_budget or None,
@@ -189,41 +204,19 @@ def _run_tune(
         )
     except StudyComplete as done:
         click.echo(str(done))  # not an error: the study is complete
-        return None
-    click.echo(
-        f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
-        f"run {result.run_id}"
-    )
-    click.echo(to_markdown(result.table))
-    return result.run_id
-
-
-@cli.command()
-@target_option(required=True)
-@_tune_options
-@pass_state
-def tune(
-    state: CliState,
-    target: str,
-    trials: int,
-    time_budget: float,
-    storage: str | None,
-    study: str | None,
-    seed: int,
-    data: tuple[Path, ...],
-) -> None:
-    """Tune a CatBoost model with Optuna (objective: leave-one-GPU-out MdAPE), tracked in MLflow."""
-    _run_tune(state, target, trials, time_budget, storage, study, seed, data)
+        return
+    click.echo(pipeline.summary(target, result))
 
 
 @cli.command(name="main")
 @_tune_options
 @yes_no_option(
-    "--register", default=True, help="Register both tuned models (alias challenger); false: don't."
+    "--register", default=True, help="Register the tuned models (alias challenger); false: don't."
 )
 @pass_state
 def main_job(
     state: CliState,
+    recipe: str | None,
     trials: int,
     time_budget: float,
     storage: str | None,
@@ -237,22 +230,21 @@ def main_job(
     A target with no production version yet gets its new version promoted to production. TTFT
     is skipped, with a notice, when the data holds no measured ``ttft_s``.
     """
-    from wattgpu.lifecycle import pipeline, registry
+    from wattgpu.lifecycle import pipeline
 
-    for target in TARGETS:
-        if target in OPTIONAL_TARGETS and not pipeline.measures(
-            state.settings, target, list(data) or None
-        ):
-            click.echo(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
-            continue
-        name = f"{study}-{target}" if study else None
-        run_id = _run_tune(state, target, trials, time_budget, storage, name, seed, data)
-        if register and run_id:
-            version = registry.register(target, run_id)
-            click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
-            if registry.production_version(target) is None:
-                # a first version goes straight to production, so predict/recommend answer
-                click.echo(_promotion_line(registry.promote(target, version, "production")))
+    pipeline.main_job(
+        state.settings,
+        recipe=recipe,
+        data_paths=list(data) or None,
+        trials=trials,
+        timeout=time_budget or None,
+        storage=storage,
+        study_name=study,
+        seed=seed,
+        register=register,
+        launcher_run_id=state.launcher_run_id,
+        notify=click.echo,
+    )
 
 
 @cli.command()
@@ -351,23 +343,7 @@ def promote(state: CliState, target: str, version: int, to: str, force: bool) ->
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
-    click.echo(_promotion_line(registry.promote(target, version, to, force=force)))
-
-
-def _promotion_line(done: Any) -> str:
-    """One line saying what a promotion did, with the gate's numbers."""
-    from wattgpu.lifecycle import registry
-
-    line = f"{registry.model_name(done.target)} v{done.version} -> {done.stage} "
-    line += f"(LOGO MdAPE {done.candidate_mdape:.2f} %"
-    if done.production_mdape is not None:
-        line += f"; production had {done.production_mdape:.2f} %"
-    else:
-        line += "; first version, no production to compare with"
-    line += ", forced)" if done.forced else ")"
-    if done.previous_production is not None:
-        line += f"; v{done.previous_production} archived"
-    return line
+    click.echo(registry.promote(target, version, to, force=force).line())
 
 
 @cli.command(name="models")

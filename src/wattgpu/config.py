@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from wattgpu.errors import ConfigError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -28,6 +30,10 @@ EXTERNAL_DATA_DIR = Path("data") / "external"
 """Where ``wattgpu data fetch`` / ``import`` write by default, relative to the working directory."""
 DEFAULT_HOME = Path("~/.wattgpu")
 """Where runs, models and studies live unless ``WATTGPU_HOME`` or the store variables say."""
+RECIPES = ("full", "fast")
+"""How models are built (``wattgpu.modeling.recipe``): full, as served, or fast, for tests."""
+DEFAULT_RECIPE = "full"
+"""The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class Settings:
         optuna_storage: default Optuna storage URL (default: ``optuna.db`` in ``home``).
         home: the folder of the default stores (``mlflow.db``, its ``mlruns/`` artifacts and
             ``optuna.db``), the same from any directory.
+        recipe: the default recipe of ``tune`` and ``main`` (``RECIPES``).
 
     """
 
@@ -48,6 +55,7 @@ class Settings:
     tracking_uri: str = ""
     optuna_storage: str = ""
     home: Path = DEFAULT_HOME.expanduser()
+    recipe: str = DEFAULT_RECIPE
 
     def __post_init__(self) -> None:
         # The stores default to the home, so a Settings(home=...) alone is complete.
@@ -82,17 +90,25 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
 
     ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``WATTGPU_HOME`` (default
     ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home) and
-    ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home).
+    ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home), ``WATTGPU_RECIPE`` (default
+    ``full``).
 
     Args:
         environ: the variables to read (default: ``os.environ``).
         data_dir: a data folder given explicitly (``wattgpu --data-dir``); wins over the variable.
 
+    Raises:
+        ConfigError: ``WATTGPU_RECIPE`` names no recipe.
+
     """
     env = os.environ if environ is None else environ
+    recipe = env.get("WATTGPU_RECIPE") or DEFAULT_RECIPE
+    if recipe not in RECIPES:
+        raise ConfigError(f"WATTGPU_RECIPE must be one of {', '.join(RECIPES)}; got {recipe!r}")
     return Settings(
         data_dir=Path(data_dir or env.get("WATTGPU_DATA_DIR") or SHIPPED_DATA_DIR),
         home=Path(env.get("WATTGPU_HOME") or DEFAULT_HOME).expanduser(),
         tracking_uri=env.get("MLFLOW_TRACKING_URI") or "",
         optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or "",
+        recipe=recipe,
     )

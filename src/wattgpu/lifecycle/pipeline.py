@@ -1,11 +1,12 @@
 """The tuning job in named steps: prepare -> validate_data -> search -> assess -> package.
 
-``tune`` runs them in order. ``prepare`` does everything a wrong setting can break before any
-run is opened or any work is done: it reaches the tracking store, reads the data, opens the
-Optuna storage and sweeps what killed jobs of the study left running. The other steps run inside
-the job's MLflow parent run, so that the validation report, the trials, the evaluation and the
-model are all logged there. The CLI and the MLproject entry points call these functions; they
-hold no logic of their own.
+``tune`` runs them in order for one target; ``main_job`` loads and validates the data once, then
+tunes, evaluates, registers and (a first version) promotes every target. ``prepare`` does
+everything a wrong setting can break before any run is opened or any work is done: it reaches
+the tracking store, reads the data, opens the Optuna storage and sweeps what killed jobs of the
+study left running. The other steps run inside the job's MLflow parent run, so that the
+validation report, the trials, the evaluation and the model are all logged there. The CLI and
+the MLproject entry points call these functions; they hold no logic of their own.
 """
 
 from __future__ import annotations
@@ -21,19 +22,26 @@ import pandas as pd
 from tqdm import tqdm
 
 from wattgpu import __version__
-from wattgpu.config import Settings
+from wattgpu.config import DEFAULT_RECIPE, Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
-from wattgpu.lifecycle import plots, pyfunc, tracking, tuning, workers
+from wattgpu.lifecycle import plots, pyfunc, registry, tracking, tuning, workers
 from wattgpu.modeling import models
 from wattgpu.modeling.baselines import NEAREST_METHOD
 from wattgpu.modeling.card import ModelCard
 from wattgpu.modeling.domain import training_domain
 from wattgpu.modeling.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
 from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
+from wattgpu.modeling.recipe import Recipe, recipe_of
 from wattgpu.modeling.splits import SPLITS
-from wattgpu.modeling.targets import SOURCE_COLUMN, check_target, rows_with_target
+from wattgpu.modeling.targets import (
+    OPTIONAL_TARGETS,
+    SOURCE_COLUMN,
+    TARGETS,
+    check_target,
+    rows_with_target,
+)
 from wattgpu.modeling.uncertainty import (
     COVERAGE,
     fit_interval,
@@ -65,10 +73,21 @@ class TuneResult:
 
 
 @dataclass(frozen=True)
+class Validation:
+    """The Great Expectations result of a job's data, kept to be logged to every run of it."""
+
+    ok: bool
+    report: str
+    reports: list[Any]
+    docs: Path
+
+
+@dataclass(frozen=True)
 class Job:
-    """A prepared tuning job: its data, where its study lives, and the open study."""
+    """A prepared tuning job: its recipe and data, where its study lives, and the open study."""
 
     target: str
+    recipe: Recipe
     data: TrainingData
     storage: str
     study_name: str
@@ -103,10 +122,8 @@ def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData
     return TrainingData(catalog, files, measurements, digest)
 
 
-def validate(
-    settings: Settings, data: TrainingData, docs_dir: Path | None
-) -> tuple[bool, str, list[Any]]:
-    """Run the three Great Expectations suites; return (success, full report, reports)."""
+def validate(settings: Settings, data: TrainingData, docs_dir: Path) -> Validation:
+    """Run the three Great Expectations suites; their Data Docs go to ``docs_dir``."""
     # Imported here: Great Expectations takes seconds to import, and a job with a wrong setting
     # must fail before that (``prepare``).
     from wattgpu.data import validation
@@ -115,13 +132,12 @@ def validate(
         settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir
     )
     report = validation.format_reports(reports, verbose=True)
-    return all(r.success for r in reports), report, reports
+    return Validation(all(r.success for r in reports), report, reports, docs_dir)
 
 
-def measures(settings: Settings, target: str, data_paths: list[Path] | None) -> bool:
+def measures(data: TrainingData, target: str) -> bool:
     """Whether the measurements hold at least one positive value of ``target``."""
-    frame = load_data(settings, data_paths).measurements
-    values = pd.to_numeric(frame[SOURCE_COLUMN[check_target(target)]], errors="coerce")
+    values = pd.to_numeric(data.measurements[SOURCE_COLUMN[check_target(target)]], errors="coerce")
     return bool((values > 0).any())
 
 
@@ -147,6 +163,7 @@ def tune(
     settings: Settings,
     target: str,
     *,
+    recipe: str | None = None,
     data_paths: list[Path] | None = None,
     trials: int = 10,
     timeout: float | None = None,
@@ -159,12 +176,13 @@ def tune(
 ) -> TuneResult:
     """Validate the data, tune CatBoost with Optuna on LOGO MdAPE, evaluate, log it all.
 
-    First, what a killed job of the same study left running is swept (``notify`` hears of it):
-    its parent run is marked KILLED and its unfinished trials FAIL.
+    ``recipe`` defaults to the settings' (``full`` unless ``WATTGPU_RECIPE`` says). First, what
+    a killed job of the same study left running is swept (``notify`` hears of it): its parent
+    run is marked KILLED and its unfinished trials FAIL.
 
     Raises:
-        ConfigError: the tracking store or the Optuna storage cannot be reached, or ``trials``
-            is below 1; nothing was run or logged.
+        ConfigError: an unknown recipe, the tracking store or the Optuna storage cannot be
+            reached, or ``trials`` is below 1; nothing was run or logged.
         StudyComplete: the study already holds ``trials`` complete trials; nothing is logged.
         ValidationFailed: the data broke an expectation; the run is logged as FAILED with the
             report, and no model is logged.
@@ -173,6 +191,8 @@ def tune(
     job = prepare(
         settings,
         target,
+        recipe=recipe or settings.recipe,
+        data=None,
         data_paths=data_paths,
         storage=storage,
         study_name=study_name,
@@ -180,12 +200,48 @@ def tune(
         seed=seed,
         notify=notify or (lambda _line: None),
     )
+    with tempfile.TemporaryDirectory() as docs:
+        validation = validate(settings, job.data, Path(docs))
+        return run_job(
+            job,
+            validation,
+            trials=trials,
+            timeout=timeout,
+            seed=seed,
+            launcher_run_id=launcher_run_id,
+            show_progress=show_progress,
+        )
+
+
+def run_job(
+    job: Job,
+    validation: Validation,
+    *,
+    trials: int,
+    timeout: float | None,
+    seed: int,
+    launcher_run_id: str | None,
+    show_progress: bool,
+) -> TuneResult:
+    """Run a prepared job in its parent run: log, check the data, search, assess, package."""
+    target = job.target
     with tracking.parent_run(target, f"tune-{target}", job_tags(job, launcher_run_id)) as run_id:
         log_job(job, trials=trials, timeout=timeout, seed=seed)
-        rows = validate_data(settings, job, run_id)
-        study = search(job, rows, trials=trials, timeout=timeout, seed=seed, progress=show_progress)
+        rows = validate_data(job, validation, run_id)
+        best = tuning.BestPredictions()
+        study = search(
+            job, rows, trials=trials, timeout=timeout, seed=seed, progress=show_progress, best=best
+        )
         params = tuning.best_params(study)
-        assessment = assess(target, rows, params, seed=seed, progress=show_progress)
+        known = best.of(study.best_trial.number)
+        assessment = assess(
+            job.recipe,
+            rows,
+            params,
+            seed=seed,
+            progress=show_progress,
+            known=None if known is None else {"LOGO": known},
+        )
         log_assessment(target, assessment)
         package(job, rows, params, assessment, best_value=float(study.best_value), seed=seed)
     if launcher_run_id:
@@ -193,10 +249,97 @@ def tune(
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
 
 
+def summary(target: str, result: TuneResult) -> str:
+    """A finished job in words: its best LOGO MdAPE and run, then its evaluation table."""
+    return (
+        f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
+        f"run {result.run_id}\n{to_markdown(result.table)}"
+    )
+
+
+def main_job(
+    settings: Settings,
+    *,
+    recipe: str | None = None,
+    data_paths: list[Path] | None = None,
+    trials: int = 10,
+    timeout: float | None = None,
+    storage: str | None = None,
+    study_name: str | None = None,
+    seed: int = 0,
+    register: bool = True,
+    launcher_run_id: str | None = None,
+    show_progress: bool = True,
+    notify: Callable[[str], None] | None = None,
+) -> dict[str, TuneResult]:
+    """The main job: validate the data once, then tune, evaluate, register every target.
+
+    ``recipe`` defaults to the settings' (``full`` unless ``WATTGPU_RECIPE`` says).
+    A target's new version is registered (alias ``challenger``) and, when the target has no
+    production version yet, promoted to production. TTFT (``OPTIONAL_TARGETS``) is skipped when
+    the data holds no measured value of it; a target whose study is already complete is
+    skipped too. ``notify`` hears each step in one line, and each target's evaluation table.
+
+    Returns:
+        The result of each target that was tuned.
+
+    Raises:
+        ConfigError: an unknown recipe, an unreachable store or storage (nothing was run).
+        ValidationFailed: the data broke an expectation (nothing was trained).
+
+    """
+    say = notify or (lambda _line: None)
+    recipe = recipe or settings.recipe
+    recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
+    data = load_data(settings, data_paths)
+    results: dict[str, TuneResult] = {}
+    with tempfile.TemporaryDirectory() as docs:
+        validation: Validation | None = None
+        for target in TARGETS:
+            if target in OPTIONAL_TARGETS and not measures(data, target):
+                say(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
+                continue
+            try:
+                job = prepare(
+                    settings,
+                    target,
+                    recipe=recipe,
+                    data=data,
+                    data_paths=data_paths,
+                    storage=storage,
+                    study_name=f"{study_name}-{target}" if study_name else None,
+                    trials=trials,
+                    seed=seed,
+                    notify=say,
+                )
+            except StudyComplete as done:
+                say(str(done))  # not an error: this target's study is complete
+                continue
+            validation = validation or validate(settings, data, Path(docs))
+            results[target] = run_job(
+                job,
+                validation,
+                trials=trials,
+                timeout=timeout,
+                seed=seed,
+                launcher_run_id=launcher_run_id,
+                show_progress=show_progress,
+            )
+            say(summary(target, results[target]))
+            if register:
+                version, promotion = registry.register_candidate(target, results[target].run_id)
+                say(f"registered {registry.model_name(target)} v{version} (alias challenger)")
+                if promotion is not None:
+                    say(promotion.line())
+    return results
+
+
 def prepare(
     settings: Settings,
     target: str,
     *,
+    recipe: str,
+    data: TrainingData | None,
     data_paths: list[Path] | None,
     storage: str | None,
     study_name: str | None,
@@ -207,23 +350,26 @@ def prepare(
     """Check what a job needs and open its study, before any run is opened or work is done.
 
     In order: the arguments, the tracking server (one that does not answer fails at once), the
-    data files, the Optuna storage; then the tracking store is opened to sweep what killed jobs
-    of the study left running. Until the storage is open, nothing is written anywhere.
+    data files (unless ``data`` is already loaded), the Optuna storage; then the tracking store
+    is opened to sweep what killed jobs of the study left running. Until the storage is open,
+    nothing is written anywhere. A study's default name carries the recipe unless it is the
+    full one (a fast study's trials come from another search space).
 
     Raises:
-        ConfigError: a bad target or trial count, an unreachable tracking store or storage.
+        ConfigError: a bad target, recipe or trial count, an unreachable store or storage.
         StudyComplete: the study already holds ``trials`` complete trials.
 
     """
-    check_target(target)
+    chosen = recipe_of(target, recipe)
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
     tracking.configure(settings.tracking_uri)
     tracking.check_reachable(target)
-    data = load_data(settings, data_paths)
+    data = data or load_data(settings, data_paths)
     storage = storage or settings.optuna_storage
-    study_name = study_name or f"wattgpu-{target}-{data.data_hash[:10]}"
-    study = tuning.open_study(storage, study_name, seed)
+    kind = "" if recipe == DEFAULT_RECIPE else f"{recipe}-"
+    study_name = study_name or f"wattgpu-{target}-{kind}{data.data_hash[:10]}"
+    study = tuning.open_study(storage, study_name, chosen, seed)
     _sweep(target, study, study_name, notify)
     done = tuning.completed_trials(study)
     if done >= trials:
@@ -231,7 +377,7 @@ def prepare(
             f"study {study_name!r} already holds {done} complete trial(s), --trials is {trials}: "
             f"nothing to tune and no run logged (raise --trials to tune further)"
         )
-    return Job(target, data, storage, study_name, study, workers.identity())
+    return Job(target, chosen, data, storage, study_name, study, workers.identity())
 
 
 def _sweep(target: str, study: Any, study_name: str, notify: Callable[[str], None]) -> None:
@@ -266,6 +412,7 @@ def log_job(job: Job, *, trials: int, timeout: float | None, seed: int) -> None:
     tracking.log_params(
         {
             "target": job.target,
+            "recipe": job.recipe.name,
             "trials": trials,
             "timeout": timeout,
             "seed": seed,
@@ -286,23 +433,21 @@ def log_job(job: Job, *, trials: int, timeout: float | None, seed: int) -> None:
     )
 
 
-def validate_data(settings: Settings, job: Job, run_id: str) -> pd.DataFrame:
-    """Validate the data (report logged to the active run); return the target's training rows.
+def validate_data(job: Job, validation: Validation, run_id: str) -> pd.DataFrame:
+    """Log the data's validation to the active run; return the target's training rows.
 
     Raises:
         ValidationFailed: the data broke an expectation; nothing is trained.
 
     """
-    with tempfile.TemporaryDirectory() as docs:
-        ok, report, reports = validate(settings, job.data, Path(docs))
-        tracking.log_text(report, "validation/report.txt")
-        tracking.log_directory(Path(docs), "validation/data_docs")
-    tracking.set_tags({"wattgpu.validation": "passed" if ok else "failed"})
-    if not ok:
-        from wattgpu.data import validation  # imported by ``validate`` already
+    tracking.log_text(validation.report, "validation/report.txt")
+    tracking.log_directory(validation.docs, "validation/data_docs")
+    tracking.set_tags({"wattgpu.validation": "passed" if validation.ok else "failed"})
+    if not validation.ok:
+        from wattgpu.data import validation as suites  # imported by ``validate`` already
 
         try:
-            validation.raise_on_failure(reports)
+            suites.raise_on_failure(validation.reports)
         except ValidationFailed as exc:
             raise ValidationFailed(
                 f"{exc}; nothing was trained (report logged to run {run_id}; "
@@ -320,13 +465,23 @@ def validate_data(settings: Settings, job: Job, run_id: str) -> pd.DataFrame:
 
 
 def search(
-    job: Job, rows: pd.DataFrame, *, trials: int, timeout: float | None, seed: int, progress: bool
+    job: Job,
+    rows: pd.DataFrame,
+    *,
+    trials: int,
+    timeout: float | None,
+    seed: int,
+    progress: bool,
+    best: Any = None,
 ) -> Any:
-    """Run the Optuna study, each trial a nested run; log and return the study."""
+    """Run the Optuna study, each trial a nested run; log and return the study.
+
+    ``best`` (a ``tuning.BestPredictions``), when given, keeps the best trial's predictions.
+    """
     bar = tqdm(total=trials, desc=f"tune {job.target}", unit="trial", disable=not progress)
     study = tuning.run_study(
         job.study,
-        job.target,
+        job.recipe,
         rows,
         trials=trials,
         timeout=timeout,
@@ -334,6 +489,7 @@ def search(
         log_trial=tracking.log_trial,
         on_trial_done=lambda: bar.update(1),
         worker=job.worker,
+        best=best,
     )
     bar.close()
     tracking.log_params({f"best_{k}": v for k, v in tuning.best_params(study).items()})
@@ -347,14 +503,27 @@ def search(
 
 
 def assess(
-    target: str, rows: pd.DataFrame, params: dict[str, Any], *, seed: int, progress: bool
+    recipe: Recipe,
+    rows: pd.DataFrame,
+    params: dict[str, Any],
+    *,
+    seed: int,
+    progress: bool,
+    known: dict[str, pd.DataFrame] | None = None,
 ) -> Assessment:
-    """Evaluate ``params`` on every split, and the intervals on held-out GPUs (nothing logged)."""
-    bar = tqdm(total=len(SPLITS), desc=f"evaluate {target}", unit="split", disable=not progress)
-    table, oof = evaluate(target, rows, params, seed=seed, progress=lambda: bar.update(1))
+    """Evaluate ``params`` on every split, and the intervals on held-out GPUs (nothing logged).
+
+    ``known``: out-of-fold predictions of ``params`` already made (``evaluation.evaluate``).
+    """
+    bar = tqdm(
+        total=len(SPLITS), desc=f"evaluate {recipe.target}", unit="split", disable=not progress
+    )
+    table, oof = evaluate(
+        recipe, rows, params, seed=seed, progress=lambda: bar.update(1), known=known
+    )
     bar.close()
     logo = oof["LOGO"]
-    lower, upper = held_out_intervals(target, rows, logo, rows["gpu"].to_numpy(), seed=seed)
+    lower, upper = held_out_intervals(recipe, rows, logo, rows["gpu"].to_numpy(), seed=seed)
     held_out = interval_figures(logo["true"], logo["pred"], lower, upper)
     return Assessment(
         table,
@@ -391,14 +560,15 @@ def package(
     seed: int,
 ) -> str:
     """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI."""
-    target = job.target
-    model = models.fit(target, rows, params, seed=seed)
+    model = models.fit(job.recipe, rows, params, seed=seed)
     importance = model.feature_importance()
     _log_figure(
         plots.feature_importance(list(importance.index), importance.to_numpy()),
         "plots/feature_importance.png",
     )
-    bounds = fit_interval(target, rows, assessment.oof["LOGO"], rows["gpu"].to_numpy(), seed=seed)
+    bounds = fit_interval(
+        job.recipe, rows, assessment.oof["LOGO"], rows["gpu"].to_numpy(), seed=seed
+    )
     card = model_card(job, rows, params, assessment, best_value)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)

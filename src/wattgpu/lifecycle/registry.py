@@ -64,6 +64,19 @@ class Promotion:
     previous_production: int | None
     forced: bool
 
+    def line(self) -> str:
+        """One line saying what the promotion did, with the gate's numbers."""
+        line = f"{model_name(self.target)} v{self.version} -> {self.stage} "
+        line += f"(LOGO MdAPE {self.candidate_mdape:.2f} %"
+        if self.production_mdape is not None:
+            line += f"; production had {self.production_mdape:.2f} %"
+        else:
+            line += "; first version, no production to compare with"
+        line += ", forced)" if self.forced else ")"
+        if self.previous_production is not None:
+            line += f"; v{self.previous_production} archived"
+        return line
+
 
 def register(target: str, run_id: str | None = None) -> int:
     """Register the model of a tuning run (default: the latest finished one); return the version.
@@ -172,6 +185,21 @@ def _alias_version(client: MlflowClient, name: str, alias: str) -> Any | None:
         if exc.error_code not in NO_ALIAS:
             raise
         return None
+
+
+def register_candidate(target: str, run_id: str) -> tuple[int, Promotion | None]:
+    """Register a tuning run's model; promote it to production when the target has none yet.
+
+    A first version goes straight to production, so that predict and recommend answer.
+
+    Returns:
+        The new version, and its promotion when there was one.
+
+    """
+    version = register(target, run_id)
+    if production_version(target) is not None:
+        return version, None
+    return version, promote(target, version, "production")
 
 
 def production_version(target: str) -> int | None:

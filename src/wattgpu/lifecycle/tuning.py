@@ -16,32 +16,34 @@ import pandas as pd
 
 from wattgpu.errors import ConfigError
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
-from wattgpu.modeling import models
 from wattgpu.modeling.evaluation import Tuner, out_of_fold, score
 from wattgpu.modeling.metrics import mdape
+from wattgpu.modeling.recipe import Recipe
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 WORKER_ATTR = "wattgpu.worker"
 
 
-def search_space(trial: optuna.Trial) -> dict[str, Any]:
-    """The CatBoost hyperparameters a trial draws."""
-    return {
-        "iterations": trial.suggest_int("iterations", 100, 400, step=50),
-        "depth": trial.suggest_int("depth", 4, 8),
-        "learning_rate": trial.suggest_float("learning_rate", 0.02, 0.3, log=True),
-        "l2_leaf_reg": trial.suggest_float("l2_leaf_reg", 0.5, 30.0, log=True),
-        "random_strength": trial.suggest_float("random_strength", 0.1, 10.0, log=True),
-    }
+def suggest(trial: optuna.Trial, recipe: Recipe) -> dict[str, Any]:
+    """The CatBoost hyperparameters a trial draws from the recipe's search space."""
+    params: dict[str, Any] = {}
+    for name, dim in recipe.search_space.items():
+        if dim.integer:
+            params[name] = trial.suggest_int(name, int(dim.low), int(dim.high), step=dim.step)
+        else:
+            params[name] = trial.suggest_float(name, dim.low, dim.high, log=dim.log)
+    return params
 
 
-def default_trial() -> dict[str, Any]:
-    """The CatBoost defaults as a point of ``search_space``: every study tries them first."""
-    keys = ("iterations", "depth", "learning_rate", "l2_leaf_reg")
-    return {**{k: models.DEFAULT_PARAMS[k] for k in keys}, "random_strength": 1.0}
+def sampler(recipe: Recipe, seed: int) -> optuna.samplers.TPESampler:
+    """TPE, seeded, modelling after the recipe's few random startup trials.
+
+    Optuna's default of 10 startup trials would make the main job's 10 trials a random search.
+    """
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=recipe.startup_trials)
 
 
-def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
+def open_study(storage: str, study_name: str, recipe: Recipe, seed: int) -> optuna.Study:
     """Create the study, or load it when it exists (how a crashed or finished study resumes).
 
     Raises:
@@ -65,7 +67,7 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
             storage=rdb,
             load_if_exists=True,
             direction="minimize",
-            sampler=optuna.samplers.TPESampler(seed=seed),
+            sampler=sampler(recipe, seed),
         )
     except Exception as exc:  # SQLAlchemy, driver and URL errors come in many types
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -90,28 +92,55 @@ def completed_trials(study: optuna.Study) -> int:
     return sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
 
 
+class BestPredictions:
+    """The out-of-fold predictions of the best trial this process ran (kept for the evaluation).
+
+    A study resumed from its storage may hold a better trial from another process: then
+    ``of(trial)`` has nothing, and the evaluation fits that trial's folds again.
+    """
+
+    def __init__(self) -> None:
+        self._number: int | None = None
+        self._value = np.inf
+        self._oof: pd.DataFrame | None = None
+
+    def offer(self, number: int, value: float, oof: pd.DataFrame) -> None:
+        """Keep ``oof`` if trial ``number`` beats every trial offered before."""
+        if value < self._value:
+            self._number, self._value, self._oof = number, value, oof
+
+    def of(self, trial_number: int) -> pd.DataFrame | None:
+        """The predictions of trial ``trial_number``, if this process kept them."""
+        return self._oof if trial_number == self._number else None
+
+
 def make_objective(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     seed: int,
     split: str,
     log_trial: TrialLogger | None,
     worker: str = "",
+    best: BestPredictions | None = None,
 ) -> Callable[[optuna.Trial], float]:
     """The objective: overall MdAPE of out-of-fold predictions on ``split``.
 
     ``worker`` (a ``workers.identity``) is stamped on each trial, so that a later job can tell
-    a trial left running by a killed worker.
+    a trial left running by a killed worker. ``best``, when given, keeps the best trial's
+    predictions.
     """
+    target = recipe.target
 
     def objective(trial: optuna.Trial) -> float:
         if worker:
             trial.set_user_attr(WORKER_ATTR, worker)
-        params = search_space(trial)
-        oof = out_of_fold(target, frame, split, params, seed=seed)
+        params = suggest(trial, recipe)
+        oof = out_of_fold(recipe, frame, split, params, seed=seed)
         value = mdape(oof["true"], oof["pred"])
         if not np.isfinite(value):
             raise optuna.TrialPruned(f"objective is not finite: {value}")
+        if best is not None:
+            best.offer(trial.number, value, oof)
         metrics = {f"{split}_mdape": value}
         for record in score(oof, "catboost", target, split):
             prefix = f"{split}_{record['scenario']}"
@@ -130,7 +159,7 @@ def make_objective(
 
 def run_study(
     study: optuna.Study,
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     *,
     trials: int,
@@ -140,6 +169,7 @@ def run_study(
     log_trial: TrialLogger | None = None,
     on_trial_done: Callable[[], None] | None = None,
     worker: str = "",
+    best: BestPredictions | None = None,
 ) -> optuna.Study:
     """Run ``study`` (from ``open_study``) until it holds ``trials`` completed trials.
 
@@ -154,7 +184,7 @@ def run_study(
         raise ConfigError(f"trials must be at least 1; got {trials}")
     remaining = trials - completed_trials(study)
     if not study.trials:
-        study.enqueue_trial(default_trial(), skip_if_exists=True)
+        study.enqueue_trial(recipe.default_trial(), skip_if_exists=True)
     if remaining > 0:
         # Workers sharing one study (PostgreSQL) stop together once it holds `trials` complete.
         callbacks = [
@@ -163,7 +193,7 @@ def run_study(
         if on_trial_done:
             callbacks.append(lambda _study, _trial: on_trial_done())
         study.optimize(
-            make_objective(target, frame, seed, split, log_trial, worker),
+            make_objective(recipe, frame, seed, split, log_trial, worker, best),
             n_trials=remaining,
             timeout=timeout,
             callbacks=callbacks,
@@ -181,7 +211,7 @@ def best_params(study: optuna.Study) -> dict[str, Any]:
     return dict(study.best_trial.params)
 
 
-def tuner(target: str, *, trials: int, seed: int = 0) -> Tuner:
+def tuner(recipe: Recipe, *, trials: int, seed: int = 0) -> Tuner:
     """The tuner ``wattgpu.modeling.evaluation.nested_out_of_fold`` asks for: ``tune_params``.
 
     Raises:
@@ -192,23 +222,23 @@ def tuner(target: str, *, trials: int, seed: int = 0) -> Tuner:
         raise ConfigError(f"trials must be at least 1; got {trials}")
 
     def tune(rows: pd.DataFrame, split: str) -> dict[str, Any]:
-        return tune_params(target, rows, trials=trials, seed=seed, split=split)
+        return tune_params(recipe, rows, trials=trials, seed=seed, split=split)
 
     return tune
 
 
 def tune_params(
-    target: str, frame: pd.DataFrame, *, trials: int, seed: int = 0, split: str = "LOGO"
+    recipe: Recipe, frame: pd.DataFrame, *, trials: int, seed: int = 0, split: str = "LOGO"
 ) -> dict[str, Any]:
     """Best hyperparameters of an in-memory study on ``frame`` alone (objective: ``split`` MdAPE).
 
-    The first trial is ``default_trial()``. Nothing is logged or stored: this is the inner loop of
-    a nested evaluation, where ``frame`` is a training fold.
+    The first trial is the recipe's ``default_trial()``. Nothing is logged or stored: this is
+    the inner loop of a nested evaluation, where ``frame`` is a training fold.
     """
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
-    study.enqueue_trial(default_trial())
-    study.optimize(make_objective(target, frame, seed, split, None), n_trials=trials, catch=())
+    study = optuna.create_study(direction="minimize", sampler=sampler(recipe, seed))
+    study.enqueue_trial(recipe.default_trial())
+    study.optimize(make_objective(recipe, frame, seed, split, None), n_trials=trials, catch=())
     return best_params(study)

@@ -25,6 +25,7 @@ from wattgpu.modeling.baselines import (
 )
 from wattgpu.modeling.features import DEFAULT_ITL_STATISTIC
 from wattgpu.modeling.metrics import summarise
+from wattgpu.modeling.recipe import Recipe
 from wattgpu.modeling.splits import LLM_BLOCKS, SPLITS, split_indices
 from wattgpu.modeling.targets import MEASURED_COLUMN
 
@@ -92,25 +93,25 @@ def score_by_statistic(predictions: pd.DataFrame, split: str) -> list[dict[str, 
 
 
 def out_of_fold(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     split: str,
     params: dict[str, Any] | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Predict every row with a model that never saw its fold's group.
+    """Predict every row with a model that never saw its fold's group (the recipe's folds).
 
     Returns:
         ``predictions_frame``: ``gpu``, ``model``, ``scenario``, ``true`` and ``pred`` per row.
 
     """
-    folds = list(split_indices(frame, split, seed=seed))
-    pred = predict_folds(target, frame, folds, [params] * len(folds), seed=seed)
-    return predictions_frame(target, frame, pred)
+    folds = list(split_indices(frame, split, seed=seed, folds=recipe.folds))
+    pred = predict_folds(recipe, frame, folds, [params] * len(folds), seed=seed)
+    return predictions_frame(recipe.target, frame, pred)
 
 
 def predict_folds(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     folds: list[tuple[np.ndarray, np.ndarray]],
     fold_params: list[dict[str, Any] | None],
@@ -129,7 +130,7 @@ def predict_folds(
     jobs = min(len(folds), os.cpu_count() or 1)
     answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
         delayed(_fit_predict)(
-            target, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
+            recipe, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
         )
         for (train, test), params in zip(folds, fold_params, strict=True)
     )
@@ -145,10 +146,14 @@ def _prepared(
 
 
 def _fit_predict(
-    target: str, train: pd.DataFrame, test: pd.DataFrame, params: dict[str, Any] | None, seed: int
+    recipe: Recipe,
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    params: dict[str, Any] | None,
+    seed: int,
 ) -> np.ndarray:
-    model = models.fit(target, train, {**(params or {}), "thread_count": 1}, seed=seed)
-    return models.predict_si(target, model, test)
+    model = models.fit(recipe, train, params, seed=seed, threads=1)
+    return models.predict_si(recipe.target, model, test)
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -162,14 +167,17 @@ MODEL_ON_NEAREST_ROWS = "catboost (nearest's rows)"
 
 
 def nearest_predictions(
-    target: str, frame: pd.DataFrame, split: str, seed: int = 0
+    target: str,
+    frame: pd.DataFrame,
+    split: str,
+    folds: list[tuple[np.ndarray, np.ndarray]],
 ) -> pd.DataFrame:
     """The nearest-measured baseline out of fold: each fold answered from its training rows only.
 
-    CV and LOGO ask the nearest measured GPU (by bandwidth; offline ITL scaled by the bandwidth
-    ratio, ``NEAREST_ITL_EXPONENT``), LOLO the nearest measured LLM (by parameters); rows with
-    no neighbour under the same
-    workload stay NaN (``baselines.nearest_measured``).
+    ``folds`` are the split's (the model's own). CV and LOGO ask the nearest measured GPU (by
+    bandwidth; offline ITL scaled by the bandwidth ratio, ``NEAREST_ITL_EXPONENT``), LOLO the
+    nearest measured LLM (by parameters); rows with no neighbour under the same workload stay
+    NaN (``baselines.nearest_measured``).
     """
     neighbour = NEAREST_BY_SPLIT[split]
     exponent = np.zeros(len(frame))
@@ -177,7 +185,7 @@ def nearest_predictions(
         scenarios = frame["scenario"].to_numpy()
         exponent = np.array([NEAREST_ITL_EXPONENT.get((neighbour, s), 0.0) for s in scenarios])
     pred = np.full(len(frame), np.nan)
-    for train, test in split_indices(frame, split, seed=seed):
+    for train, test in folds:
         pred[test] = nearest_measured(
             frame.iloc[train],
             frame.iloc[test],
@@ -198,10 +206,6 @@ def score_beside_nearest(
     )
 
 
-# LOLO has one fold per LLM (dozens): tuning once per fold would cost dozens of studies, so the
-# LLMs are cut into this many blocks and each block's LLMs share the hyperparameters tuned
-# without any of them.
-LOLO_TUNING_BLOCKS = 5
 # The inner objective of a nested evaluation: the same kind of held-out group as the outer split.
 INNER_SPLIT = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
 # The column whose groups an inner split holds out (CV holds out none).
@@ -209,7 +213,7 @@ _INNER_GROUP = {"LOGO": "gpu", "LOLO": "model", LLM_BLOCKS: "model"}
 
 
 def nested_out_of_fold(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     split: str,
     tune: Tuner,
@@ -225,8 +229,9 @@ def nested_out_of_fold(
     objective of ``split`` MdAPE (``wattgpu.lifecycle.tuning.tuner`` runs an Optuna study).
     Each study's objective is ``tuning_split``, by default the kind of generalisation the outer
     split measures (``INNER_SPLIT``: unseen GPUs for LOGO, unseen LLMs for LOLO). CV and LOGO:
-    every outer fold is tuned on its training rows only. LOLO: the LLMs are cut into
-    ``LOLO_TUNING_BLOCKS`` blocks; a study runs on the rows of the other blocks, and each LLM of
+    every outer fold is tuned on its training rows only. LOLO has one fold per LLM (dozens), and
+    a study per fold would cost dozens: the LLMs are cut into the recipe's
+    ``lolo_tuning_blocks`` blocks; a study runs on the rows of the other blocks, and each LLM of
     the block is then predicted by a model fitted on every row but its own with those parameters.
     So no held-out row, GPU or LLM ever influences the hyperparameters of the model that
     predicts it.
@@ -240,10 +245,11 @@ def nested_out_of_fold(
         chosen parameters.
 
     """
-    folds = list(split_indices(frame, split, seed=seed))
+    folds = list(split_indices(frame, split, seed=seed, folds=recipe.folds))
     chosen: list[dict[str, Any]] = []
     fold_params: list[dict[str, Any] | None] = [None] * len(folds)
-    for number, (tune_rows, held_llms) in enumerate(_studies(frame, split, folds, seed)):
+    studies = _studies(frame, split, folds, seed, recipe.lolo_tuning_blocks)
+    for number, (tune_rows, held_llms) in enumerate(studies):
         rows = frame.iloc[tune_rows]
         if prepare is not None:
             rows, _ = prepare(rows, rows.iloc[:0])
@@ -253,26 +259,30 @@ def nested_out_of_fold(
         chosen.append({"split": split, "held_out": held, "tuned_on": inner, "params": params})
         if on_study_done is not None:
             on_study_done()
-    pred = predict_folds(target, frame, folds, fold_params, seed=seed, prepare=prepare)
-    return predictions_frame(target, frame, pred), chosen
+    pred = predict_folds(recipe, frame, folds, fold_params, seed=seed, prepare=prepare)
+    return predictions_frame(recipe.target, frame, pred), chosen
 
 
-def studies_needed(frame: pd.DataFrame, split: str) -> int:
+def studies_needed(recipe: Recipe, frame: pd.DataFrame, split: str) -> int:
     """How many studies ``nested_out_of_fold`` runs for ``split`` (for a progress bar)."""
     if split == "LOLO":
-        return min(LOLO_TUNING_BLOCKS, frame["model"].nunique())
-    return len(list(split_indices(frame, split)))
+        return min(recipe.lolo_tuning_blocks, frame["model"].nunique())
+    return len(list(split_indices(frame, split, folds=recipe.folds)))
 
 
 def _studies(
-    frame: pd.DataFrame, split: str, folds: list[tuple[np.ndarray, np.ndarray]], seed: int
+    frame: pd.DataFrame,
+    split: str,
+    folds: list[tuple[np.ndarray, np.ndarray]],
+    seed: int,
+    lolo_blocks: int,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """Per study, the rows it tunes on and (LOLO only) the LLMs it holds out."""
     if split != "LOLO":
         return [(train, None) for train, _ in folds]
     llms = frame["model"].astype(str).to_numpy()
     blocks = GroupKFold(
-        n_splits=min(LOLO_TUNING_BLOCKS, len(np.unique(llms))), shuffle=True, random_state=seed
+        n_splits=min(lolo_blocks, len(np.unique(llms))), shuffle=True, random_state=seed
     )
     return [(rows, np.unique(llms[held])) for rows, held in blocks.split(frame, groups=llms)]
 
@@ -325,13 +335,19 @@ def score(predictions: pd.DataFrame, method: str, target: str, split: str) -> li
     return records
 
 
+# The folds behind each split of the evaluation table. LOLO holds LLMs out in blocks of
+# architectures: one fold per LLM (bench/accuracy.py's LOLO) costs a fit per LLM, dozens.
+TABLE_FOLDS = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
+
+
 def evaluate(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     params: dict[str, Any] | None = None,
     splits: tuple[str, ...] = SPLITS,
     seed: int = 0,
     progress: Any = None,
+    known: dict[str, pd.DataFrame] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """The evaluation table of the CatBoost model and the baselines on every split and scenario.
 
@@ -339,23 +355,36 @@ def evaluate(
     the model scored again on the rows that baseline answers (``score_beside_nearest``).
 
     Args:
+        recipe: the target's recipe (its members, settings and folds).
+        frame: rows with features and the measured target.
+        params: the tuned hyperparameters.
+        splits: the table's splits (``TABLE_FOLDS`` says which folds each one uses).
+        seed: the folds' and CatBoost's seed.
         progress: optional callable run after each split (e.g. a progress bar's ``update``).
+        known: out-of-fold predictions already made with ``params`` on a split's folds (the
+            tuning study's best trial, on LOGO): used as they are instead of fitted again.
 
     Returns:
         The table (``TABLE_COLUMNS``) and the model's out-of-fold predictions per split.
 
     """
+    target = recipe.target
     method, _ = BASELINES[target]
     baseline = baseline_predictions(target, frame)
     records: list[dict[str, Any]] = []
     oof: dict[str, pd.DataFrame] = {}
     for split in splits:
-        oof[split] = out_of_fold(target, frame, split, params, seed=seed)
+        folds = list(split_indices(frame, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
+        if known is not None and split in known:
+            oof[split] = known[split]
+        else:
+            pred = predict_folds(recipe, frame, folds, [params] * len(folds), seed=seed)
+            oof[split] = predictions_frame(target, frame, pred)
         records += score(oof[split], "catboost", target, split)
         if target == "itl":
             records += score_by_statistic(oof[split], split)
         records += score(baseline, method, target, split)
-        nearest = nearest_predictions(target, frame, split, seed=seed)
+        nearest = nearest_predictions(target, frame, split, folds)
         records += score_beside_nearest(oof[split], nearest, target, split)
         if progress is not None:
             progress()

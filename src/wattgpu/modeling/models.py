@@ -1,11 +1,8 @@
 """CatBoost regressors on the feature matrix — fit and predict (``predict_si``), nothing else.
 
 A target's model is the mean, in target space, of a few CatBoost *members*, each fitted on the
-feature matrix less some columns (``MEMBERS``). Power is learnt without the GPU specs that name
-the product (``RAW_GPU_SPECS``) and sees the prior with the engine's host-side floor; the ITL
-log-ratio averages a member with the specs and one without, a geometric mean of the two ITLs
-(with the specs the trees fit the known GPUs closer, without them they rank unseen GPUs better),
-and sees the prior without the floor (all measured by ``bench/ablation.py``).
+feature matrix less some columns; which columns, and with which settings, its recipe says
+(``wattgpu.modeling.recipe``).
 """
 
 from __future__ import annotations
@@ -18,31 +15,9 @@ import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor, Pool
 
-from wattgpu.modeling.features import (
-    CATEGORICAL_FEATURES,
-    CPU_FLOOR_FEATURES,
-    PRIOR_FEATURES,
-    RAW_GPU_SPECS,
-    matrix_columns,
-)
-from wattgpu.modeling.targets import PRIOR_COLUMN, check_target, decode, encode
-
-# Not tuned: single-feature categorical statistics and 64 borders make each fit about twice as
-# fast (a tuning trial is dozens of fits), in exchange for coarser splits.
-FIXED_PARAMS: dict[str, Any] = {"max_ctr_complexity": 1, "border_count": 64}
-DEFAULT_PARAMS: dict[str, Any] = {
-    "iterations": 300,
-    "depth": 6,
-    "learning_rate": 0.1,
-    "l2_leaf_reg": 3.0,
-}
-# Per target, the columns each member leaves out of the feature matrix.
-MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "power": ((*RAW_GPU_SPECS, *PRIOR_FEATURES),),
-    "itl": (CPU_FLOOR_FEATURES, (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
-    # TTFT: the ITL recipe's GPU-agnostic member (one member: few rows, one engine so far)
-    "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),),
-}
+from wattgpu.modeling.features import CATEGORICAL_FEATURES, matrix_columns
+from wattgpu.modeling.recipe import Recipe
+from wattgpu.modeling.targets import PRIOR_COLUMN, decode, encode
 
 
 @dataclass
@@ -108,11 +83,10 @@ def fit_members(
     frame: pd.DataFrame,
     label: pd.Series,
     members: tuple[tuple[str, ...], ...],
-    params: dict[str, Any] | None = None,
+    settings: dict[str, Any],
     seed: int = 0,
 ) -> Regressor:
     """Fit one CatBoost member per left-out column set of ``members`` on ``label``."""
-    settings = {**DEFAULT_PARAMS, **FIXED_PARAMS, "thread_count": -1, **(params or {})}
     fitted = []
     for without in members:
         model = CatBoostRegressor(
@@ -128,11 +102,19 @@ def fit_members(
 
 
 def fit(
-    target: str, frame: pd.DataFrame, params: dict[str, Any] | None = None, seed: int = 0
+    recipe: Recipe,
+    frame: pd.DataFrame,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    threads: int = -1,
 ) -> Regressor:
-    """Fit ``target``'s members on rows with features and measurements."""
-    members = MEMBERS[check_target(target)]
-    return fit_members(target, frame, encode(target, frame), members, params, seed)
+    """Fit the recipe's members with ``params`` (tuned) on rows with features and measurements.
+
+    ``threads``: CatBoost's threads per fit (-1: all cores; 1 where folds run side by side).
+    """
+    target = recipe.target
+    settings = {**recipe.catboost_params(params), "thread_count": threads}
+    return fit_members(target, frame, encode(target, frame), recipe.members, settings, seed)
 
 
 def raw_predict(

@@ -16,34 +16,22 @@ skew), on the pooled residuals for a scenario with too few rows to calibrate on 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor
+from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
-from wattgpu.modeling.models import MEMBERS, Pools, pool
+from wattgpu.modeling.models import Pools, pool
+from wattgpu.modeling.recipe import Recipe
 
 COVERAGE = 0.9
-# The difficulty model is deliberately small: a few hundred residuals, and it only has to rank
-# regimes by how wrong the main model tends to be in them.
-DIFFICULTY_PARAMS = {"iterations": 200, "depth": 4, "learning_rate": 0.05, "l2_leaf_reg": 10.0}
 # |log residual| floor: keeps log(|r|) finite and the smallest intervals away from zero width.
 MIN_RESIDUAL = 0.01
-# A scenario gets its own conformal factors from this many residuals on: with fewer, the 5 % tails
-# hold too few rows to place the bounds, and the pooled factors serve it.
-MIN_SCENARIO_ROWS = 100
-
-
-def difficulty_without(target: str) -> tuple[str, ...]:
-    """The columns the difficulty model leaves out: those of the member without the raw GPU specs.
-
-    Specs that name the product would let it learn which GPUs were hard instead of which regimes
-    are, and a query's GPU is usually one it has not seen.
-    """
-    return MEMBERS[target][-1]
 
 
 @dataclass
@@ -78,14 +66,13 @@ def log_residuals(oof: pd.DataFrame) -> np.ndarray:
 
 
 def fit_difficulty(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     residuals: np.ndarray,
-    without: tuple[str, ...],
     seed: int = 0,
     threads: int = 1,
 ) -> CatBoostRegressor | float:
-    """Fit log |residual| on the rows' features (the main model's, less ``without``).
+    """Fit log |residual| on the rows' features (less the recipe's ``difficulty_without``).
 
     Returns the CatBoost model, or the one difficulty of every row when all residuals are alike
     (CatBoost refuses a constant label).
@@ -94,14 +81,14 @@ def fit_difficulty(
     if np.ptp(label) == 0.0:
         return float(np.exp(label[0]))
     model = CatBoostRegressor(
-        **DIFFICULTY_PARAMS,
+        **recipe.difficulty_params,
         loss_function="RMSE",
         random_seed=seed,
         thread_count=threads,
         allow_writing_files=False,
         verbose=False,
     )
-    model.fit(pool(target, frame, without, label))
+    model.fit(pool(recipe.target, frame, recipe.difficulty_without(), label))
     return model
 
 
@@ -133,34 +120,31 @@ def conformal_quantiles(scores: np.ndarray, coverage: float = COVERAGE) -> tuple
     return float(scores[k_low - 1]), float(scores[k_high - 1])
 
 
-# Inner folds of the cross-fitted calibration: enough to keep every row's difficulty honest,
-# few enough that leave-one-LLM-out (one outer fold per LLM) stays cheap.
-INNER_FOLDS = 5
-
-
 def _cross_fitted_difficulty(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     residuals: np.ndarray,
-    without: tuple[str, ...],
     groups: np.ndarray,
     seed: int,
 ) -> np.ndarray:
     """Each row's difficulty from a difficulty model fitted without the row's group."""
+    target, without = recipe.target, recipe.difficulty_without()
     n_groups = len(np.unique(groups))
     if n_groups < 2:  # nothing to hold out: the in-sample fit is all there is
-        model = fit_difficulty(target, frame, residuals, without, seed)
+        model = fit_difficulty(recipe, frame, residuals, seed)
         return difficulty(model, target, frame, without)
     out = np.full(len(frame), np.nan)
-    folds = GroupKFold(n_splits=min(INNER_FOLDS, n_groups), shuffle=True, random_state=seed)
+    folds = GroupKFold(
+        n_splits=min(recipe.interval_folds, n_groups), shuffle=True, random_state=seed
+    )
     for train, test in folds.split(frame, groups=groups):
-        model = fit_difficulty(target, frame.iloc[train], residuals[train], without, seed)
+        model = fit_difficulty(recipe, frame.iloc[train], residuals[train], seed)
         out[test] = difficulty(model, target, frame.iloc[test], without)
     return out
 
 
 def fit_interval(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     oof: pd.DataFrame,
     groups: np.ndarray,
@@ -170,7 +154,7 @@ def fit_interval(
     """The interval model of ``frame``'s rows from their out-of-fold predictions ``oof``.
 
     Args:
-        target: ``power`` or ``itl``.
+        recipe: the target's recipe (the difficulty model's settings, the calibration's folds).
         frame: rows with features, in the order of ``oof``.
         oof: out-of-fold ``true``/``pred`` of the rows (leave-one-GPU-out for the served model).
         groups: the rows' held-out groups (GPUs for leave-one-GPU-out): the calibration's
@@ -179,24 +163,30 @@ def fit_interval(
         seed: CatBoost's and the inner folds' seed.
 
     """
-    without = difficulty_without(target)
     residuals = log_residuals(oof)
     groups = np.asarray(groups)
-    scores = residuals / _cross_fitted_difficulty(target, frame, residuals, without, groups, seed)
+    scores = residuals / _cross_fitted_difficulty(recipe, frame, residuals, groups, seed)
     q_low, q_high = conformal_quantiles(scores, coverage)
-    model = fit_difficulty(target, frame, residuals, without, seed)
-    by_scenario = scenario_quantiles(scores, frame["scenario"].to_numpy(), coverage)
-    return IntervalModel(target, tuple(without), model, q_low, q_high, coverage, by_scenario)
+    model = fit_difficulty(recipe, frame, residuals, seed)
+    by_scenario = scenario_quantiles(
+        scores, frame["scenario"].to_numpy(), recipe.min_scenario_rows, coverage
+    )
+    without = recipe.difficulty_without()
+    return IntervalModel(recipe.target, without, model, q_low, q_high, coverage, by_scenario)
 
 
 def scenario_quantiles(
-    scores: np.ndarray, scenarios: np.ndarray, coverage: float = COVERAGE
+    scores: np.ndarray, scenarios: np.ndarray, min_rows: int, coverage: float = COVERAGE
 ) -> dict[str, tuple[float, float]]:
-    """``conformal_quantiles`` of each scenario with at least ``MIN_SCENARIO_ROWS`` scores."""
+    """``conformal_quantiles`` of each scenario with at least ``min_rows`` scores.
+
+    With fewer, the 5 % tails hold too few rows to place the bounds, and the pooled factors
+    serve the scenario.
+    """
     return {
         str(scenario): conformal_quantiles(scores[scenarios == scenario], coverage)
         for scenario in np.unique(scenarios)
-        if (scenarios == scenario).sum() >= MIN_SCENARIO_ROWS
+        if (scenarios == scenario).sum() >= min_rows
     }
 
 
@@ -217,7 +207,7 @@ def interval(
 
 
 def held_out_intervals(
-    target: str,
+    recipe: Recipe,
     frame: pd.DataFrame,
     oof: pd.DataFrame,
     groups: np.ndarray,
@@ -228,20 +218,27 @@ def held_out_intervals(
 
     The honest check of the intervals: neither the difficulty model nor the conformal factors
     that bound a held-out GPU's (or LLM's, or fold's) rows ever saw that group's residuals.
+    The groups' interval models are fitted side by side, one single-threaded fit per core.
     """
     groups = np.asarray(groups)
     lower = np.full(len(frame), np.nan)
     upper = np.full(len(frame), np.nan)
+    held_out = [groups == group for group in np.unique(groups)]
+    held_out = [held for held in held_out if not held.all()]
     pred = oof["pred"].to_numpy(float)
-    for group in np.unique(groups):
-        held = groups == group
-        if held.all():
-            continue
+
+    def bounds(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         train = np.flatnonzero(~held)
         model = fit_interval(
-            target, frame.iloc[train], oof.iloc[train], groups[train], coverage, seed
+            recipe, frame.iloc[train], oof.iloc[train], groups[train], coverage, seed
         )
-        lower[held], upper[held] = interval(model, frame[held], pred[held])
+        return interval(model, frame[held], pred[held])
+
+    jobs = max(1, min(len(held_out), os.cpu_count() or 1))
+    # Threads: CatBoost releases the GIL while it fits (see evaluation.FOLD_BACKEND).
+    answers = Parallel(n_jobs=jobs, backend="threading")(delayed(bounds)(h) for h in held_out)
+    for held, (low, high) in zip(held_out, answers, strict=True):
+        lower[held], upper[held] = low, high
     return lower, upper
 
 

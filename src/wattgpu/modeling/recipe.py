@@ -1,0 +1,196 @@
+"""Recipes: how a target's model is built, tuned and checked, in one object per target.
+
+A recipe holds everything that sets the cost and the shape of a job: the CatBoost members and
+their fixed and default hyperparameters, the search space Optuna draws from, the interval's
+difficulty model, and how many folds each split and calibration uses. Two ship:
+
+- ``full``: what the main job trains and serves;
+- ``fast``: few iterations and few, grouped folds, for tests and quick looks. It trains the same
+  kind of model on the same features, only coarser, so a test that passes with it exercises the
+  same code as the main job.
+
+Pure data: ``wattgpu.lifecycle.tuning`` turns the search space into Optuna's suggestions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wattgpu.config import DEFAULT_RECIPE, RECIPES
+from wattgpu.errors import ConfigError
+from wattgpu.modeling.features import CPU_FLOOR_FEATURES, PRIOR_FEATURES, RAW_GPU_SPECS
+from wattgpu.modeling.splits import DEFAULT_FOLDS, Folds
+from wattgpu.modeling.targets import check_target
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One hyperparameter's range in the search space (``integer`` ones step by ``step``)."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+    step: int = 1
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one target's model is fitted, tuned and checked.
+
+    Attributes:
+        name: ``full`` or ``fast``.
+        target: ``power``, ``itl`` or ``ttft``.
+        members: per CatBoost member, the feature columns it leaves out; the model is their mean
+            in target space.
+        fixed_params: CatBoost settings never tuned.
+        default_params: CatBoost's starting point, the first trial of every study.
+        search_space: the hyperparameters a trial draws, by name.
+        difficulty_params: CatBoost settings of the interval's difficulty model.
+        interval_folds: folds of the interval's cross-fitted calibration.
+        min_scenario_rows: residuals a scenario needs for conformal factors of its own.
+        folds: folds of grouped cross-validation and blocks of the leave-LLMs-out split.
+        lolo_tuning_blocks: studies of the nested leave-one-LLM-out evaluation.
+        startup_trials: random trials before the TPE sampler starts modelling.
+
+    """
+
+    name: str
+    target: str
+    members: tuple[tuple[str, ...], ...]
+    fixed_params: Mapping[str, Any]
+    default_params: Mapping[str, Any]
+    search_space: Mapping[str, Dimension]
+    difficulty_params: Mapping[str, Any]
+    interval_folds: int
+    min_scenario_rows: int
+    folds: Folds
+    lolo_tuning_blocks: int
+    startup_trials: int
+
+    def catboost_params(self, tuned: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """CatBoost's settings for a fit: the defaults, overridden by the fixed and ``tuned``."""
+        return {**self.default_params, **self.fixed_params, **(tuned or {})}
+
+    def default_trial(self) -> dict[str, Any]:
+        """The default parameters as a point of the search space (every study tries it first)."""
+        return {name: self.default_params[name] for name in self.search_space}
+
+    def difficulty_without(self) -> tuple[str, ...]:
+        """The columns the interval's difficulty model leaves out: the last member's.
+
+        That member lacks the GPU specs that name the product: with them the difficulty model
+        would learn which GPUs were hard instead of which regimes are, and a query's GPU is
+        usually one it has not seen.
+        """
+        return self.members[-1]
+
+
+# Per target, the columns each member leaves out of the feature matrix. Power is learnt without
+# the GPU specs that name the product and sees the prior with the engine's host-side floor; the
+# ITL log-ratio averages a member with the specs and one without (with them the trees fit the
+# known GPUs closer, without them they rank unseen GPUs better) and sees the prior without the
+# floor; TTFT takes the ITL recipe's GPU-agnostic member (few rows, one engine so far). Each
+# choice measured by bench/ablation.py.
+MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "power": ((*RAW_GPU_SPECS, *PRIOR_FEATURES),),
+    "itl": (CPU_FLOOR_FEATURES, (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES)),
+    "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),),
+}
+
+# Not tuned. Every categorical feature has a few dozen values at most: one-hot encoding them
+# skips CatBoost's ordered target statistics, which made an ITL fit 4x faster at the same
+# leave-one-GPU-out MdAPE (13.96 -> 13.95 %; power 17.09 -> 17.01 %, TTFT 20.5 -> 18.3 %).
+# 64 borders halve a fit's time again, in exchange for coarser splits.
+_FIXED = {"one_hot_max_size": 255, "max_ctr_complexity": 1, "border_count": 64}
+
+_FULL = {
+    # CatBoost's own defaults but for the iterations (random_strength 1 is CatBoost's too).
+    "default_params": {
+        "iterations": 300,
+        "depth": 6,
+        "learning_rate": 0.1,
+        "l2_leaf_reg": 3.0,
+        "random_strength": 1.0,
+    },
+    "search_space": {
+        "iterations": Dimension(100, 400, integer=True, step=50),
+        "depth": Dimension(4, 8, integer=True),
+        "learning_rate": Dimension(0.02, 0.3, log=True),
+        "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
+        "random_strength": Dimension(0.1, 10.0, log=True),
+    },
+    # ITL has the most rows and two members: a depth-8, 400-tree trial cost 3x the default
+    # one and never won. Its space stops at the default's depth and size.
+    "itl_search_space": {
+        "iterations": Dimension(150, 300, integer=True, step=50),
+        "depth": Dimension(4, 6, integer=True),
+        "learning_rate": Dimension(0.05, 0.3, log=True),
+        "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
+        "random_strength": Dimension(0.1, 10.0, log=True),
+    },
+    # Deliberately small: a few hundred residuals, and it only ranks regimes by how wrong the
+    # main model tends to be in them.
+    "difficulty_params": {
+        "iterations": 200,
+        "depth": 4,
+        "learning_rate": 0.05,
+        "l2_leaf_reg": 10.0,
+    },
+    # Enough to keep every row's calibrated difficulty honest, few enough to stay cheap.
+    "interval_folds": 5,
+    # With fewer residuals the 5 % tails hold too few rows to place the bounds.
+    "min_scenario_rows": 100,
+    "folds": DEFAULT_FOLDS,
+    "lolo_tuning_blocks": 5,
+    # Well below the main job's 10 trials, so that TPE models the last ones.
+    "startup_trials": 4,
+}
+
+# CatBoost's fit time here is bound by iterations, not rows (30 fit in 0.06 s, 300 in 0.5 s).
+_FAST = {
+    "default_params": {
+        "iterations": 40,
+        "depth": 4,
+        "learning_rate": 0.3,
+        "l2_leaf_reg": 3.0,
+        "random_strength": 1.0,
+    },
+    "search_space": {
+        "iterations": Dimension(30, 60, integer=True, step=10),
+        "depth": Dimension(3, 5, integer=True),
+        "learning_rate": Dimension(0.1, 0.5, log=True),
+        "l2_leaf_reg": Dimension(1.0, 10.0, log=True),
+        "random_strength": Dimension(0.1, 10.0, log=True),
+    },
+    "difficulty_params": {"iterations": 30, "depth": 3, "learning_rate": 0.2, "l2_leaf_reg": 10.0},
+    "interval_folds": 3,
+    "min_scenario_rows": 100,
+    "folds": Folds(cv=3, llm_blocks=3),
+    "lolo_tuning_blocks": 2,
+    "startup_trials": 2,
+}
+
+_SETTINGS = {"full": _FULL, "fast": _FAST}
+
+
+def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
+    """The recipe ``name`` (``full`` or ``fast``) of ``target``.
+
+    Raises:
+        ConfigError: an unknown target or recipe name.
+
+    """
+    check_target(target)
+    if name not in _SETTINGS:
+        raise ConfigError(f"recipe must be one of {', '.join(RECIPES)}; got {name!r}")
+    settings = dict(_SETTINGS[name])
+    own_space = settings.pop(f"{target}_search_space", None)
+    settings = {k: v for k, v in settings.items() if not k.endswith("_search_space")}
+    if own_space is not None:
+        settings["search_space"] = own_space
+    return Recipe(
+        name=name, target=target, members=MEMBERS[target], fixed_params=_FIXED, **settings
+    )
