@@ -104,3 +104,40 @@ def test_no_function_is_longer_than_a_screen_and_a_bit():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{module_name(path)}.{node.name} ({lines} lines)")
     assert not long, "functions over 80 lines: " + ", ".join(sorted(long))
+
+
+CLI_MODULES = ("wattgpu.cli", "wattgpu.cli_data", "wattgpu.cli_options", "wattgpu.cli_recommend")
+# What training is made of: the CLI reaches it only through ``lifecycle.pipeline`` (it reads
+# stores through ``tracking`` and renders tables with ``evaluation``'s Markdown functions).
+TRAINING_MODULES = {
+    "wattgpu.lifecycle.tuning",
+    "wattgpu.modeling.models",
+    "wattgpu.modeling.uncertainty",
+    "wattgpu.modeling.recipe",
+}
+
+
+def test_the_cli_reaches_training_only_through_the_pipeline():
+    graph = import_graph()
+    reached = {f"{cli} -> {module}" for cli in CLI_MODULES for module in graph[cli]}
+    assert not {edge for edge in reached if edge.split(" -> ")[1] in TRAINING_MODULES}
+
+
+def command_body(name: str) -> ast.FunctionDef:
+    tree = ast.parse((PACKAGE / "cli.py").read_text(encoding="utf-8"))
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+@pytest.mark.parametrize("command", ["main_job", "tune"])
+def test_the_training_commands_are_one_library_call(command):
+    body = command_body(command)
+    assert not [n for n in ast.walk(body) if isinstance(n, ast.For | ast.While)]
+    calls = [
+        n.func.attr
+        for n in ast.walk(body)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "pipeline"
+    ]
+    assert calls in (["main_job"], ["tune", "summary"]), calls
