@@ -12,7 +12,7 @@ import importlib.util
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, TEST_RECIPE
 
 from wattgpu.config import SHIPPED_DATA_DIR
 
@@ -38,13 +38,14 @@ def measured_rows():
 
 def test_logo_power_beats_load_scaled_tdp_on_the_same_rows(measured_rows):
     bench = _bench()
-    # One trial per nested study: CatBoost's defaults, still chosen without the held-out GPU.
+    # One trial per nested study: the recipe's defaults, still chosen without the held-out GPU.
     table, chosen, by_gpu = bench.run(
         measured_rows,
         targets=("power",),
         splits=("LOGO",),
         methods=("catboost", "load-scaled-tdp"),
         trials=1,
+        recipe=TEST_RECIPE,
     )
     # one study per GPU with power rows (LLM-Pilot's A10, T4 and A100 PCIe rows have ITL only)
     with_power = measured_rows["mean_power_w"] > 0
