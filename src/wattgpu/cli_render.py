@@ -107,7 +107,8 @@ def warnings_by_text(text: Any, targets: tuple[str, ...]) -> dict[str, list[str]
     every model's). With one target, every warning is that target's.
     """
     found: dict[str, list[str]] = {}
-    for piece in str(text or "").split("; ") if not _missing(text) else []:
+    pieces = [] if _missing(text) else str(text or "").split("; ")
+    for piece in pieces:
         owners, warning = list(targets), piece
         if len(targets) > 1:
             for target in targets:
@@ -161,7 +162,8 @@ def _target_lines(
     values = {t: f"{a[0]:.1f}" for t, a in answers.items() if t not in reasons}
     value_width = max((len(v) for v in values.values()), default=0)
     unit_width = max(len(a[3]) for a in answers.values())
-    lines, said = [], None
+    lines: list[str] = []
+    said = None
     for target, (_, lower, upper, unit) in answers.items():
         label = f"{target:<{name_width}}"
         if target in reasons:
@@ -189,7 +191,7 @@ def _pack(parts: list[str], width: int, separator: str = " · ") -> list[str]:
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
-    """``text`` in lines of at most ``width``, broken at spaces (a model id stays whole)."""
+    """``text`` in lines of at most ``width``, broken at spaces, not at a model id's hyphens."""
     return textwrap.wrap(
         text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
     )
