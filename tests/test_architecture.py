@@ -24,6 +24,7 @@ LAYERS = {
     "cli_data": 5,
     "cli_options": 5,
     "cli_recommend": 5,
+    "cli_render": 5,
     "__main__": 6,
     "cli_reference": 6,
 }

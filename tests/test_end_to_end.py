@@ -211,8 +211,9 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     query = ("--gpu", "NVIDIA L4", "--model", "meta-llama/Llama-3.1-8B-Instruct")
     answer = _wattgpu("predict", *query, "--scenario", "offline", cwd=elsewhere, uri=uri)
     assert answer.returncode == 0, answer.stderr[-2000:]
-    assert "NVIDIA L4" in answer.stdout
-    assert "power_prediction_w" in answer.stdout and "itl_prediction_ms" in answer.stdout
+    assert answer.stdout.startswith("NVIDIA L4 · meta-llama/Llama-3.1-8B-Instruct · offline")
+    lines = answer.stdout.splitlines()
+    assert {line.split(" ")[0] for line in lines} >= {"power", "itl"}, answer.stdout
     # the intervals' coverage and width on each GPU when it was held out, as a table and as JSON
     intervals = _wattgpu(
         "evaluate", "--target", "itl", "--intervals", "true", cwd=elsewhere, uri=uri

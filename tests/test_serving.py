@@ -18,6 +18,7 @@ from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle import registry, tracking
+from wattgpu.lifecycle.client import ANSWER_COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -281,6 +282,53 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
         cli, ["promote", "--target", "itl", "--version", "42", "--to", "production"]
     )
     assert missing.exit_code == 1 and "wattgpu-itl has no version 42" in missing.output
+
+
+def test_predict_one_query_prints_a_card_that_fits_80_columns(store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
+    runner = CliRunner()
+    query = ["predict", "--gpu", "L40S", "--model", "meta-llama/Llama-3.1-8B-Instruct"]
+    query += ["--concurrency", "64"]
+    card = runner.invoke(cli, query)
+    assert card.exit_code == 0, card.output
+    lines = card.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, card.output
+    assert lines[0].startswith("NVIDIA L40S · meta-llama/Llama-3.1-8B-Instruct · server, 64 users")
+    # the store holds power and ITL models: a line each, with the JSON's number and interval
+    answer = json.loads(runner.invoke(cli, [*query, "--format", "json"]).output)[0]
+    for target, unit in (("power", "W"), ("itl", "ms")):
+        value, lower, upper = (answer[f"{target}_{c}_{unit.lower()}"] for c in ANSWER_COLUMNS)
+        mine = [line.split() for line in lines if line.split(" ")[0] == target]
+        assert mine == [
+            [target, f"{value:.1f}", unit, "(90", "%:", f"{lower:.1f}", "–", f"{upper:.1f})"]
+        ]
+    # every warning of each model once, on its own line(s), naming the model(s) that gave it
+    said = {}
+    for target in ("power", "itl"):
+        own = runner.invoke(cli, [*query, "--target", target, "--format", "json"])
+        for warning in json.loads(own.output)[0]["warnings"].split("; "):
+            said.setdefault(warning, []).append(target)
+    assert said and "" not in said, said
+    listed = []
+    for line in lines[lines.index("warnings:") + 1 :]:
+        if line.startswith("    "):  # a long warning goes on, indented
+            listed[-1] += " " + line.strip()
+        else:
+            listed.append(line.strip())
+    assert sorted(listed) == sorted(f"{', '.join(t)}: {w}" for w, t in said.items())
+
+
+def test_predict_a_configuration_that_cannot_run_shows_why(store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
+    query = ["predict", "--gpu", "L4", "--model", "meta-llama/Llama-3.1-70B-Instruct"]
+    card = CliRunner().invoke(cli, [*query, "--scenario", "offline"])
+    assert card.exit_code == 0, card.output
+    lines = card.output.splitlines()
+    assert [line for line in lines if line.startswith("power")] == [
+        "power  does not fit: weights need 141 GB, the GPU(s) have 24 GB"
+    ], card.output
+    assert [line for line in lines if line.startswith("itl")] == ["itl    as above"]
+    assert max(len(line) for line in lines) <= 80, card.output
 
 
 def test_predict_from_a_running_server(server, store, monkeypatch):

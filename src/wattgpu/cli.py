@@ -517,6 +517,7 @@ def predict(
     **query: Any,
 ) -> None:
     """Predict power (W), ITL (ms) and TTFT (ms) for one query or a CSV of queries."""
+    from wattgpu.cli_render import render_answers
     from wattgpu.lifecycle import client as predict_client
 
     if input_csv is not None:
@@ -542,7 +543,7 @@ def predict(
         answers.to_csv(output, index=False)
         click.echo(f"wrote {len(answers)} predictions to {output}")
         return
-    _echo_frame(answers, fmt, _people_table)
+    _echo_frame(answers, fmt, render_answers)
 
 
 def _check_format(dtype: str | None) -> None:
@@ -553,11 +554,6 @@ def _check_format(dtype: str | None) -> None:
         raise QueryError(
             f"--dtype must be one of {', '.join(KNOWN_FORMATS)}; got {dtype!r}", "dtype"
         )
-
-
-def _people_table(answers: Any) -> str:
-    """Predictions as aligned columns, one decimal, ``-`` where a target was not asked."""
-    return answers.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-")
 
 
 def _query_from_options(options: dict[str, Any]) -> Any:

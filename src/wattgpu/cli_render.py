@@ -1,0 +1,214 @@
+"""``wattgpu predict``'s answer for people: a card for one query, a table for several.
+
+Pure text from the answer frame that ``lifecycle.client.ask_models`` returns, in either of its
+shapes: one target's rows (``prediction``, ``lower``, ``upper``, ``unit``, ``warnings``) or the
+wide rows of several targets (``power_prediction_w``, ..., one merged ``warnings``). JSON and CSV
+print that frame as it is; only the people's format comes through here.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+from wattgpu.modeling.targets import TARGETS, UNIT
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+WIDTH = 80
+# What the model's interval covers (``modeling.uncertainty.COVERAGE``, not imported: it would
+# load the learning code for one label).
+INTERVAL_LABEL = "90 %"
+# How ``modeling.domain`` begins the warning that says why a configuration has no number.
+NO_FIT = "does not fit"
+
+
+def render_answers(answers: pd.DataFrame, width: int = WIDTH) -> str:
+    """``predict``'s answer as text: a card for one query, else a table and its warnings.
+
+    Args:
+        answers: ``ask_models``' frame, one row per query.
+        width: the terminal's columns; the card and every warning line fit in it.
+
+    Returns:
+        The text to print, without a final newline.
+
+    """
+    if len(answers) == 0:
+        return "no queries"
+    targets = answer_targets(answers)
+    if len(answers) == 1:
+        return render_card(answers.iloc[0].to_dict(), targets, width)
+    return render_table(answers, targets, width)
+
+
+def answer_targets(answers: pd.DataFrame) -> tuple[str, ...]:
+    """The targets an answer frame holds, in ``TARGETS`` order."""
+    if "target" in answers.columns:
+        return (str(answers["target"].iloc[0]),)
+    return tuple(t for t in TARGETS if _column(t, "prediction") in answers.columns)
+
+
+def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDTH) -> str:
+    """One query's card: the query, a line per target, then its warnings one per line.
+
+    A target with no number (a configuration that does not fit) shows the reason instead, and
+    that reason is not repeated among the warnings.
+    """
+    warnings = warnings_by_text(row.get("warnings"), targets)
+    answers = {t: _target_answer(row, t) for t in targets}
+    reasons = {t: _reasons(t, warnings) for t, a in answers.items() if _missing(a[0])}
+    lines = _pack(query_parts(row), width)
+    lines += _target_lines(answers, reasons, width)
+    shown = {text for texts in reasons.values() for text in texts}
+    listed = {text: owners for text, owners in warnings.items() if text not in shown}
+    if listed:
+        lines.append("warnings:")
+        for text, owners in listed.items():
+            lines += _wrap(f"{', '.join(owners)}: {text}", width, "  ", "    ")
+    return "\n".join(lines)
+
+
+def _reasons(target: str, warnings: dict[str, list[str]]) -> list[str]:
+    """Why a target has no number: its model's warnings that say what does not fit."""
+    said = [text for text, owners in warnings.items() if target in owners]
+    return [text for text in said if text.startswith(NO_FIT)] or ["no number"]
+
+
+def render_table(answers: pd.DataFrame, targets: tuple[str, ...], width: int = WIDTH) -> str:
+    """Several queries: their numbers as a table by row, then each row's warnings below it.
+
+    The rows are numbered from 0, as a query error names them. A prediction with no number
+    reads ``no number``; its reason is among that row's warnings.
+    """
+    table = answers.drop(columns=["warnings"], errors="ignore").reset_index(drop=True)
+    table = table.astype(object).map(_cell)
+    for target in targets:
+        column = "prediction" if "target" in answers.columns else _column(target, "prediction")
+        table[column] = table[column].replace("-", "no number")
+    table.insert(0, "row", [str(i) for i in range(len(table))])
+    lines = [table.to_string(index=False)]
+    notes = []
+    for i, text in enumerate(answers.get("warnings", [""] * len(answers))):
+        for warning, owners in warnings_by_text(text, targets).items():
+            notes += _wrap(f"row {i} · {', '.join(owners)}: {warning}", width, "", "    ")
+    if notes:
+        lines += ["warnings:", *notes]
+    return "\n".join(lines)
+
+
+def warnings_by_text(text: Any, targets: tuple[str, ...]) -> dict[str, list[str]]:
+    """One row's warnings, each with the targets whose model gave it, in the order given.
+
+    Reads what ``client.merged_warnings`` writes: ``"a; power: b"`` over ``("power", "ttft")``
+    is ``{"a": ["power", "ttft"], "b": ["power"]}`` (a warning without a target's name is
+    every model's). With one target, every warning is that target's.
+    """
+    found: dict[str, list[str]] = {}
+    pieces = [] if _missing(text) else str(text or "").split("; ")
+    for piece in pieces:
+        owners, warning = list(targets), piece
+        if len(targets) > 1:
+            for target in targets:
+                if piece.startswith(f"{target}: "):
+                    owners, warning = [target], piece.removeprefix(f"{target}: ")
+                    break
+        if warning:
+            found.setdefault(warning, [])
+            found[warning] += [t for t in owners if t not in found[warning]]
+    return found
+
+
+def query_parts(row: dict[str, Any]) -> list[str]:
+    """The query in words: GPU, LLM, scenario and load, tokens, GPUs (what the row gives)."""
+    parts = [str(row[c]) for c in ("gpu", "model") if not _missing(row.get(c))]
+    parts.append(_load(row))
+    tokens_in, tokens_out = row.get("input_tokens"), row.get("output_tokens")
+    if not _missing(tokens_in) and not _missing(tokens_out):
+        parts.append(f"{tokens_in:g} in / {tokens_out:g} out tokens")
+    gpus = row.get("num_gpus")
+    if not _missing(gpus):
+        parts.append(f"{gpus:g} GPU" + ("" if gpus == 1 else "s"))
+    return parts
+
+
+def _load(row: dict[str, Any]) -> str:
+    """The scenario and the load that goes with it: users or a rate, or an offline batch."""
+    scenario = str(row.get("scenario", ""))
+    users, rate, batch = (row.get(c) for c in ("concurrency", "request_rate_rps", "batch_size"))
+    if scenario == "server" and not _missing(users):
+        return f"server, {users:g} users"
+    if scenario == "server" and not _missing(rate):
+        return f"server, {rate:g} req/s"
+    if scenario == "offline":
+        return "offline, " + ("the engine's batch" if _missing(batch) else f"batch {batch:g}")
+    return scenario
+
+
+def _target_answer(row: dict[str, Any], target: str) -> tuple[Any, Any, Any, str]:
+    """(prediction, lower, upper, unit) of one target, from either shape of row."""
+    if "target" in row:
+        return row["prediction"], row["lower"], row["upper"], str(row["unit"])
+    return (*(row[_column(target, c)] for c in ("prediction", "lower", "upper")), UNIT[target])
+
+
+def _target_lines(
+    answers: dict[str, tuple[Any, Any, Any, str]], reasons: dict[str, list[str]], width: int
+) -> list[str]:
+    """A line per target, numbers aligned: ``power  155.1 W   (90 %: 121.4 – 183.0)``."""
+    name_width = max(len(t) for t in answers) + 2
+    values = {t: f"{a[0]:.1f}" for t, a in answers.items() if t not in reasons}
+    value_width = max((len(v) for v in values.values()), default=0)
+    unit_width = max(len(a[3]) for a in answers.values())
+    lines: list[str] = []
+    said = None
+    for target, (_, lower, upper, unit) in answers.items():
+        label = f"{target:<{name_width}}"
+        if target in reasons:
+            # the models share what does not fit: say it once, not once per target
+            text = "as above" if reasons[target] == said else "; ".join(reasons[target])
+            lines += _wrap(text, width, label, " " * name_width)
+            said = reasons[target]
+            continue
+        line = f"{label}{values[target]:>{value_width}} {unit:<{unit_width}}"
+        if not _missing(lower) and not _missing(upper):
+            line += f"  ({INTERVAL_LABEL}: {lower:.1f} – {upper:.1f})"
+        lines.append(line.rstrip())
+    return lines
+
+
+def _pack(parts: list[str], width: int, separator: str = " · ") -> list[str]:
+    """Join parts on as few lines as fit ``width``, breaking only between parts."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(separator) + len(part) <= width:
+            lines[-1] += separator + part
+        else:
+            lines += _wrap(part, width, "  " if lines else "", "  ")
+    return lines
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """``text`` in lines of at most ``width``, broken at spaces, not at a model id's hyphens."""
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
+    )
+
+
+def _column(target: str, answer: str) -> str:
+    """A wide answer's column, as ``ask_models`` names it: ``power_prediction_w``."""
+    return f"{target}_{answer}_{UNIT[target].lower()}"
+
+
+def _cell(value: Any) -> str:
+    """A table cell: one decimal for numbers, ``-`` where there is none."""
+    if _missing(value):
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def _missing(value: Any) -> bool:
+    """Whether a cell holds nothing: ``None`` or NaN."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
