@@ -3,7 +3,8 @@
 Its artifacts hold everything it needs — the CatBoost members, the interval's difficulty model, a
 snapshot of both catalogues and the model card (target, interval factors, training domain) — and
 the ``wattgpu`` package itself travels as code, so it loads and predicts in a process with no
-access to this repository.
+access to this repository. It is logged as MLflow's *models from code* (``MODEL_CODE``), not as a
+CloudPickle of ``WattgpuModel``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from wattgpu.modeling.uncertainty import IntervalModel
 # What the served model imports, pinned in its environment (the rest comes with mlflow):
 # tests/test_served_environment.py checks this against the modules a loaded model imports.
 SERVED_PACKAGES = ("mlflow", "catboost", "pandas", "numpy", "scipy", "scikit-learn", "joblib")
+# The file MLflow logs as the model's code (``mlflow.models.set_model(WattgpuModel())``).
+MODEL_CODE = Path(__file__).with_name("served_model.py")
 
 EXAMPLE_QUERY = [
     {
@@ -164,7 +167,7 @@ def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: 
         (root / "metadata.json").write_text(card.to_json())
         info = mlflow.pyfunc.log_model(
             name="model",
-            python_model=WattgpuModel(),
+            python_model=str(MODEL_CODE),
             artifacts={
                 **artifacts,
                 "gpus": str(root / "gpus.csv"),
