@@ -9,6 +9,7 @@ CloudPickle of ``WattgpuModel``.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from dataclasses import replace
@@ -27,6 +28,7 @@ from mlflow.types import ColSpec, Schema
 import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
+from wattgpu.lifecycle.serving import log_to_stderr
 from wattgpu.modeling.card import IntervalSpec, ModelCard
 from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.models import Regressor
@@ -36,6 +38,8 @@ from wattgpu.modeling.uncertainty import IntervalModel
 # What the served model imports, pinned in its environment (the rest comes with mlflow):
 # tests/test_served_environment.py checks this against the modules a loaded model imports.
 SERVED_PACKAGES = ("mlflow", "catboost", "pandas", "numpy", "scipy", "scikit-learn", "joblib")
+# Where an unexpected error of ``predict`` is logged with its trace (the client gets its type only).
+LOG = logging.getLogger(__name__)
 # The file MLflow logs as the model's code (``mlflow.models.set_model(WattgpuModel())``).
 MODEL_CODE = Path(__file__).with_name("served_model.py")
 
@@ -85,6 +89,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         else:  # a number when every residual was alike
             difficulty = spec.difficulty
         self.bounds = spec.model(self.card.target, difficulty)
+        log_to_stderr(LOG)
 
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
@@ -98,15 +103,17 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         try:
             frame = query_frame(model_input)
             answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
+            return pd.DataFrame(json_safe(answer))
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
             # stack trace (a plain exception would carry the server's traceback to the client).
             raise MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE) from None
         except Exception as exc:  # a bug of ours: a 500 that names it, but no trace or input
+            # the trace goes to the server's log, where the bug can be found; never to the client
+            LOG.exception("internal error while predicting %s for a request", self.card.target)
             raise MlflowException(
                 f"internal error while predicting ({type(exc).__name__})", error_code=INTERNAL_ERROR
             ) from None
-        return pd.DataFrame(json_safe(answer))
 
 
 def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
