@@ -103,7 +103,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         try:
             frame = query_frame(model_input)
             answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
-            return pd.DataFrame(json_safe(answer))
+            return answer_frame(json_safe(answer))
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
             # stack trace (a plain exception would carry the server's traceback to the client).
@@ -114,6 +114,19 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             raise MlflowException(
                 f"internal error while predicting ({type(exc).__name__})", error_code=INTERNAL_ERROR
             ) from None
+
+
+def answer_frame(answer: dict[str, Any]) -> pd.DataFrame:
+    """The answer's columns framed as they are: text stays Python strings (object dtype).
+
+    pandas 3 would copy each text column into an Arrow string array, only for the server to
+    copy it back into Python strings when it writes the JSON.
+    """
+    columns = {
+        c: pd.Series(v, dtype=object, copy=False) if np.asarray(v).dtype == object else v
+        for c, v in answer.items()
+    }
+    return pd.DataFrame(columns, copy=False)
 
 
 def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
