@@ -192,15 +192,22 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     return notes.joined()
 
 
+def _distinct(values: Any, func: Callable[[Any], Any]) -> np.ndarray:
+    """``func`` of each row's value, called once per distinct value (an object array)."""
+    codes, uniques = unique_codes(values)
+    out = np.empty(len(uniques), dtype=object)
+    out[:] = [func(u) for u in uniques]
+    return out[codes]
+
+
 def _flag_formats(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
     """Flag a weight format no training row had (nothing for a model that predates the list)."""
     seen = domain.get("formats_seen")
     if not seen or "dtype" not in features:
         return
-    codes, names = unique_codes(features["dtype"])
-    formats = np.array([canonical_format(d) for d in names], dtype=object)[codes]
+    formats = _distinct(features["dtype"], canonical_format)
     notes.flag(
-        ~np.isin(formats, seen),
+        _distinct(formats, lambda name: name not in seen).astype(bool),
         lambda name: f"weights in {name}: the model was trained on none ({', '.join(seen)} only)",
         formats,
     )
@@ -242,9 +249,9 @@ def _flag_load(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]
     scenarios = domain.get("scenarios")
     if not scenarios:
         return
-    scenario = np.asarray(features["scenario"]).astype(str)
+    scenario = _distinct(features["scenario"], str)
     notes.flag(
-        ~np.isin(scenario, scenarios),
+        _distinct(scenario, lambda name: name not in scenarios).astype(bool),
         lambda name: f"scenario {name} not seen in training ({', '.join(scenarios)} only)",
         scenario,
     )
@@ -276,9 +283,9 @@ def _flag_engines(notes: Notes, features: Mapping[str, Any], domain: dict[str, A
         )
     engines = set(domain.get("engines", []))
     if engines:
-        engine = np.asarray(features["engine"]).astype(str)
+        engine = _distinct(features["engine"], str)
         notes.flag(
-            ~np.isin(engine, sorted(engines)),
+            _distinct(engine, lambda name: name not in engines).astype(bool),
             lambda name: f"engine {name!r} not seen in training ({', '.join(sorted(engines))})",
             engine,
         )
