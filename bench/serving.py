@@ -9,11 +9,16 @@ MLflow store (one Optuna trial), registers and promotes it; with it, it serves
 - the floor: a trivial pyfunc (returns one number per row) under plain `mlflow models serve`;
 - the model under `wattgpu serve` (the guard in front of MLflow's scoring app), one worker:
   single rows, 1,000-row batches, and one 100,000-row request;
-- the model in process (``pyfunc.predict``, no HTTP): one row and 1,000-row batches;
-- `wattgpu serve --workers 2` with 8 concurrent clients sending single rows.
+- the model under plain `mlflow models serve`: single rows and 1,000-row batches;
+- the model in process (``pyfunc.predict``, no HTTP): one row, 1,000-row and 10,000-row calls;
+- `wattgpu serve --workers 2` with 8 concurrent clients sending single rows;
+- the command line, in fresh processes: `wattgpu predict` for one query and `wattgpu recommend`
+  for the README's example, wall time (with ``--cli-repeats`` > 0; it needs the power and ITL
+  models, so the temporary store then holds both).
 
-The figures measure the server and the pyfunc (checks, features, CatBoost, interval, warnings),
-not the model's accuracy.
+It ends with the figures of issue 23's targets beside the targets themselves. The figures
+measure the server and the pyfunc (checks, features, CatBoost, interval, warnings), not the
+model's accuracy.
 """
 
 from __future__ import annotations
@@ -58,8 +63,8 @@ class Trivial(mlflow.pyfunc.PythonModel):
         return pd.DataFrame({"prediction": np.zeros(len(model_input))})
 
 
-def build_model(root: Path, target: str) -> str:
-    """Train, register and promote a small ``target`` model; return the tracking URI."""
+def build_model(root: Path, targets: tuple[str, ...]) -> str:
+    """Train, register and promote small ``targets`` models; return the tracking URI."""
     from wattgpu.config import SHIPPED_DATA_DIR, Settings
     from wattgpu.data.catalog import Catalog
     from wattgpu.lifecycle import pipeline, registry, tracking
@@ -72,9 +77,11 @@ def build_model(root: Path, target: str) -> str:
     settings = Settings(
         SHIPPED_DATA_DIR, f"sqlite:///{root / 'mlflow.db'}", f"sqlite:///{root / 'optuna.db'}"
     )
-    pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
+    for target in targets:
+        pipeline.tune(settings, target, data_paths=[data], trials=1, show_progress=False)
     tracking.configure(settings.tracking_uri)
-    registry.promote(target, registry.register(target), "production")
+    for target in targets:
+        registry.promote(target, registry.register(target), "production")
     return settings.tracking_uri
 
 
@@ -199,15 +206,17 @@ def measure_served(url: str, body: dict, args: argparse.Namespace) -> list[tuple
     ]
 
 
-def measure_in_process(model_uri: str, args: argparse.Namespace) -> list[tuple]:
-    """``pyfunc.predict`` without HTTP: one row, and 1,000-row batches."""
+def measure_in_process(model_uri: str, body: dict, args: argparse.Namespace) -> list[tuple]:
+    """``pyfunc.predict`` without HTTP: one row, 1,000-row and 10,000-row calls."""
     model = mlflow.pyfunc.load_model(model_uri)
     one = pd.DataFrame([QUERY])
-    thousand = pd.DataFrame(json.loads(bodies()["thousand"][0])["dataframe_records"])
+    thousand = pd.DataFrame(json.loads(body["thousand"][0])["dataframe_records"])
+    ten_thousand = pd.DataFrame(json.loads(body["big"][0])["dataframe_records"][:10_000])
     out = []
     for label, frame, count, n in (
         ("model, in process, single row", one, args.requests, 1),
         ("model, in process, 1,000-row batch", thousand, args.batches * 4, 1000),
+        ("model, in process, 10,000-row call", ten_thousand, args.batches, 10_000),
     ):
         model.predict(frame)
         values = []
@@ -246,6 +255,58 @@ def measure_floor(
         stop(process)
 
 
+def measure_plain_server(
+    env: dict[str, str], root: Path, model_uri: str, body: dict, args: argparse.Namespace
+) -> list[tuple]:
+    """The model under plain ``mlflow models serve``: single rows and 1,000-row batches."""
+    command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri]
+    command += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
+    process, url = start(command, env, root / "plain.log")
+    try:
+        with httpx.Client(timeout=300) as client:
+            for _ in range(20):
+                timed_post(client, url, body["one"][0])
+            timed_post(client, url, body["thousand"][0])
+        single, wall = latencies(url, body["one"][0], args.requests, 1)
+        batch, batch_wall = latencies(url, body["thousand"][0], args.batches, 1)
+        return [
+            row("model, `mlflow models serve`, single row", single, wall, 1),
+            row("model, `mlflow models serve`, 1,000-row batch", batch, batch_wall, 1000),
+        ]
+    finally:
+        stop(process)
+
+
+# The README's examples: one query, and the recommendation.
+PREDICT_COMMAND = (
+    *("predict", "--gpu", "H100", "--model", "meta-llama/Llama-3.1-8B-Instruct"),
+    *("--scenario", "server", "--rate", "2"),
+)
+RECOMMEND_COMMAND = (
+    *("recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--requests-per-day", "30000"),
+    *("--itl-slo-ms", "80", "--output-tokens", "256"),
+)
+
+
+def measure_cli(env: dict[str, str], root: Path, repeats: int) -> list[tuple]:
+    """Wall time of `wattgpu predict` (one query) and `wattgpu recommend`, fresh processes."""
+    wattgpu = str(Path(sys.executable).parent / "wattgpu")
+    out = []
+    for label, arguments in (
+        ("`wattgpu predict`, one query, wall", PREDICT_COMMAND),
+        ("`wattgpu recommend`, README example, wall", RECOMMEND_COMMAND),
+    ):
+        values = []
+        for _ in range(repeats + 1):  # the first run warms the disk cache and is dropped
+            started = time.perf_counter()
+            done = subprocess.run([wattgpu, *arguments], env=env, cwd=root, capture_output=True)
+            values.append(time.perf_counter() - started)
+            if done.returncode not in (0, 3):  # 3: no GPU meets the SLO (a small model)
+                raise SystemExit(f"{arguments[0]} failed: {done.stderr.decode()[-2000:]}")
+        out.append(row(label, values[1:], sum(values[1:]), 1))
+    return out
+
+
 def measure_two_workers(
     env: dict[str, str], root: Path, body: dict[str, tuple[str, int]], args: argparse.Namespace
 ) -> tuple:
@@ -263,18 +324,48 @@ def measure_two_workers(
 
 
 def print_report(rows: list[tuple], model_uri: str) -> None:
-    """The benchmark's Markdown report: the set-up, then one table row per load."""
+    """The benchmark's Markdown report: the set-up, one table row per load, then the targets."""
     print("# Serving benchmark\n")
     print(f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
+    print(f"- load average when it ended: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     print(f"- command: python bench/serving.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"- model: {model_uri}\n")
     print("| load | requests | p50 ms | p99 ms | throughput |")
     print("|---|---|---|---|---|")
     for label, count, p50, p99, rate in rows:
         print(f"| {label} | {count} | {p50:.1f} | {p99:.1f} | {rate} |")
-    floor, served = rows[0][2], rows[2][2]
-    print(f"\nsingle row through the server: {served - floor:+.1f} ms against the trivial pyfunc")
+    print("\n| issue 23 target | measured | target |")
+    print("|---|---|---|")
+    for label, measured, target in targets(rows):
+        print(f"| {label} | {measured} | {target} |")
+
+
+def targets(rows: list[tuple]) -> list[tuple[str, str, str]]:
+    """Issue 23's serving targets as (what, measured, target), from the report's rows."""
+    by_label = {label: (p50, rate) for label, _, p50, _, rate in rows}
+
+    def rate(label: str) -> float:
+        return float(by_label[label][1].split()[0].replace(",", ""))
+
+    floor_rate = rate("floor: trivial pyfunc, `mlflow models serve`, 1,000-row batch")
+    floor_p50 = by_label["floor: trivial pyfunc, `mlflow models serve`, single row"][0]
+    out = []
+    for server in ("`wattgpu serve`", "`mlflow models serve`"):
+        ratio = rate(f"model, {server}, 1,000-row batch") / floor_rate
+        out.append((f"1,000-row request through {server}, x the floor", f"{ratio:.2f}", ">= 0.8"))
+    for server in ("`wattgpu serve`", "`mlflow models serve`"):
+        extra = by_label[f"model, {server}, single row"][0] - floor_p50
+        out.append(
+            (f"one row through {server}, p50 above the floor", f"{extra:+.1f} ms", "<= 2 ms")
+        )
+    in_process = rate("model, in process, 10,000-row call")
+    out.append(("in process, 10,000-row call", f"{in_process:,.0f} rows/s", ">= 300,000"))
+    for label, limit in (("`wattgpu predict`", "2.5 s"), ("`wattgpu recommend`", "3 s")):
+        found = [p50 for name, (p50, _) in by_label.items() if name.startswith(label)]
+        if found:
+            out.append((f"{label}, median wall", f"{found[0] / 1000:.2f} s", f"<= {limit}"))
+    return out
 
 
 def main() -> None:
@@ -286,14 +377,21 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="single-row requests")
     parser.add_argument("--batches", type=int, default=50, help="1,000-row batches")
     parser.add_argument("--big", type=int, default=3, help="100,000-row requests")
+    parser.add_argument(
+        "--cli-repeats", type=int, default=5, help="timed runs of each command (0: none)"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or build_model(root, args.target)
+        targets_needed = tuple(dict.fromkeys((args.target, "power", "itl")))
+        if not args.cli_repeats:
+            targets_needed = (args.target,)
+        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or build_model(root, targets_needed)
         env = {
             **os.environ,
             "MLFLOW_TRACKING_URI": tracking_uri,
+            "MLFLOW_DISABLE_TELEMETRY": "true",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         }
         mlflow.set_tracking_uri(tracking_uri)
@@ -307,8 +405,11 @@ def main() -> None:
             rows += measure_served(url, body, args)
         finally:
             stop(process)
-        rows += measure_in_process(model_uri, args)
+        rows += measure_plain_server(env, root, model_uri, body, args)
+        rows += measure_in_process(model_uri, body, args)
         rows.append(measure_two_workers(env, root, body, args))
+        if args.cli_repeats:
+            rows += measure_cli(env, root, args.cli_repeats)
     print_report(rows, model_uri)
 
 

@@ -142,3 +142,64 @@ def test_the_training_commands_are_one_library_call(command):
         and n.func.value.id == "pipeline"
     ]
     assert calls in (["main_job"], ["tune", "summary"]), calls
+
+
+# The serving layer: the served pyfunc, the model server and the inference path behind them,
+# `wattgpu predict` and `wattgpu recommend`. The learning layer's training code: Optuna, the
+# tuning, the evaluation and the main job. A served model loads the first and never the second.
+SERVING_LAYER = (
+    "wattgpu.lifecycle.pyfunc",
+    "wattgpu.lifecycle.served_model",
+    "wattgpu.lifecycle.serving",
+    "wattgpu.lifecycle.client",
+    "wattgpu.modeling.inference",
+    "wattgpu.recommendation",
+)
+TRAINING_CODE = (
+    "wattgpu.lifecycle.tuning",
+    "wattgpu.lifecycle.pipeline",
+    "wattgpu.modeling.evaluation",
+    "optuna",
+)
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> dict[str, str]:
+    """Every module ``start`` imports, directly or not, with the module that imports it."""
+    seen = {start: ""}
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        for nxt in graph.get(module, set()):
+            if nxt not in seen:
+                seen[nxt] = module
+                todo.append(nxt)
+    return seen
+
+
+def with_third_party(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph with edges to third-party top-level packages too (``optuna``, ...)."""
+    out = {name: set(targets) for name, targets in graph.items()}
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out[name].add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                out[name] |= {a.name.split(".")[0] for a in node.names}
+    return out
+
+
+def test_the_serving_layer_imports_no_training_code():
+    graph = with_third_party(import_graph())
+    found = []
+    for start in SERVING_LAYER:
+        assert start in graph, start  # a renamed module must be renamed here too
+        seen = reachable(graph, start)
+        found += [f"{start} -> ... {seen[bad]} -> {bad}" for bad in TRAINING_CODE if bad in seen]
+    assert not found, "the serving layer reaches training code: " + ", ".join(found)
+
+
+def test_the_training_check_sees_a_real_path():
+    # guards the test above: the main job does reach Optuna through the same walk
+    seen = reachable(with_third_party(import_graph()), "wattgpu.lifecycle.pipeline")
+    assert "optuna" in seen and "wattgpu.lifecycle.tuning" in seen

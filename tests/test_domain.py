@@ -74,3 +74,32 @@ def test_the_domain_knows_the_load_and_warns_outside_it(small_catalog):
     assert domain_warnings(inside, offline_only) == [
         "scenario server not seen in training (offline only)"
     ]
+
+
+def test_a_batch_gets_each_rows_own_warnings_in_order(small_catalog):
+    # the warnings are joined once per distinct pattern: rows that share one must still each
+    # get their own numbers, in the order the warnings are checked
+    trained = build_features(
+        pd.concat(
+            [query(scenario="server", concurrency=2), query(scenario="server", concurrency=16)],
+            ignore_index=True,
+        ),
+        small_catalog,
+    )
+    domain = training_domain(trained)
+    users = [8, 64, 8, 100, 64]
+    rows = build_features(
+        pd.concat(
+            [query(scenario="server", concurrency=u, engine_year=2023.0) for u in users],
+            ignore_index=True,
+        ),
+        small_catalog,
+    )
+    year = "engine year 2023 outside the trained years (2025-2025)"
+    assert domain_warnings(rows, domain) == [
+        year,
+        f"concurrency 64 beyond the trained range (max 16); {year}",
+        year,
+        f"concurrency 100 beyond the trained range (max 16); {year}",
+        f"concurrency 64 beyond the trained range (max 16); {year}",
+    ]

@@ -133,3 +133,20 @@ def test_answers_are_unchanged_where_the_configuration_runs(queries, catalog, ta
         assert re.match(r"does not fit|KV cache holds only [01] sequences", before), before
         assert now.startswith("does not fit"), now
     assert new.loc[~runs, ["lower", "upper"]].isna().all().all()
+
+
+def test_the_served_input_answers_what_the_training_frame_answers(catalog):
+    # a query's Pool is float32 and object arrays matched by name (catboost.FeaturesData); a
+    # fit's is a frame in FEATURE_COLUMNS order: every member must read both the same way
+    from wattgpu.modeling import models
+    from wattgpu.modeling.recipe import recipe_of
+    from wattgpu.modeling.targets import rows_with_target
+
+    rows = rows_with_target("itl", build_features(simulate(catalog, seed=4).iloc[::9], catalog))
+    model = models.fit(recipe_of("itl", "fast"), rows, {"iterations": 30})
+    served, framed = models.Pools("itl", rows), models.Pools("itl", rows, np.zeros(len(rows)))
+    assert len(model.members) == 2
+    for without, member in model.members:
+        from_arrays = member.predict(served(without))
+        assert len(np.unique(from_arrays)) > 10  # a model that answers more than a constant
+        np.testing.assert_array_equal(from_arrays, member.predict(framed(without)))

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import mlflow
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, serving
+from conftest import REPO, free_port, serving, start_server, stop_server
 from mlflow.tracking import MlflowClient
 
 from wattgpu.cli import cli
@@ -376,3 +378,35 @@ def test_predict_from_a_running_server(server, store, monkeypatch):
         "Error: --rate is required for a server and must be greater than 0 (requests/s), "
         "unless the row gives --concurrency (concurrent users of a closed loop) instead"
     )
+
+
+def test_an_internal_error_is_a_500_without_trace_and_logged_with_it(store, tmp_path):
+    # A model whose card holds a training range no release writes (text for numbers): it loads,
+    # then trips over the range while building a query's warnings, a genuine internal error.
+    mlflow.set_tracking_uri(store["settings"].tracking_uri)
+    local = mlflow.artifacts.download_artifacts(
+        "models:/wattgpu-power@production", dst_path=str(tmp_path / "model")
+    )
+    metadata = tmp_path / "model" / "artifacts" / "metadata.json"
+    card = json.loads(metadata.read_text())
+    card["domain"]["llm_params_b"] = ["one", "ten"]
+    metadata.write_text(json.dumps(card))
+    port = free_port()
+    command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", local]
+    command += ["--env-manager", "local", "-p", str(port), "-h", "127.0.0.1"]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    log = tmp_path / "server.log"
+    process = start_server(command, env, log, f"http://127.0.0.1:{port}")
+    try:
+        answer = post(f"http://127.0.0.1:{port}", {"dataframe_records": [H100_8B]})
+    finally:
+        stop_server(process)
+    assert answer.status_code == 500
+    assert "internal error while predicting (TypeError)" in answer.json()["message"]
+    for leak in ("Traceback", 'File "', "domain.py", "llm_params_b"):
+        assert leak not in answer.text
+    logged = log.read_text()
+    assert "ERROR wattgpu.lifecycle.pyfunc: internal error while predicting power" in logged
+    trace = logged[logged.index("internal error while predicting power") :]
+    assert "Traceback (most recent call last)" in trace
+    assert "wattgpu/modeling/domain.py" in trace and "TypeError" in trace

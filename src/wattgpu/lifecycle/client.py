@@ -81,7 +81,8 @@ def ask_models(
         else:
             tracking.configure(settings.tracking_uri, must_exist=True)
             try:
-                model = registry.load(target, alias)
+                # the commands asking hide MLflow's warnings: skip its requirements check
+                model = registry.load(target, alias, check_requirements=False)
             except ModelNotFound:
                 if len(targets) > 1 and target in OPTIONAL_TARGETS:
                     continue

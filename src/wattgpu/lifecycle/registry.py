@@ -405,17 +405,29 @@ def version_run_id(target: str, version: int) -> str:
 
 def model_uri(target: str, alias: str) -> str:
     """``models:/wattgpu-TARGET@ALIAS``, checked to exist."""
-    client = MlflowClient()
+    _aliased_version(target, alias)
+    return f"models:/{model_name(target)}@{alias}"
+
+
+def _aliased_version(target: str, alias: str) -> Any:
+    """The version holding ``alias``, or ``ModelNotFound`` saying how to make one."""
     name = model_name(target)
-    if _alias_version(client, name, alias) is None:
+    found = _alias_version(MlflowClient(), name, alias)
+    if found is None:
         raise ModelNotFound(
             f"{name} has no version with alias {alias!r} in {tracking.store_name()}; run "
             f"`wattgpu main`, or register one (`wattgpu register --target {target}`) and "
             f"promote it (`wattgpu promote --target {target} --version N --to {alias}`)"
         )
-    return f"models:/{name}@{alias}"
+    return found
 
 
-def load(target: str, alias: str) -> Any:
-    """Load the pyfunc model holding ``alias``."""
-    return mlflow.pyfunc.load_model(model_uri(target, alias))
+def load(target: str, alias: str, check_requirements: bool = True) -> Any:
+    """Load the pyfunc model holding ``alias``.
+
+    The alias is resolved once, here, and the version it names is loaded (not the alias again).
+    ``check_requirements=False`` skips MLflow's comparison of the model's pinned packages with
+    the installed ones (about 0.1 s a model): for commands that hide MLflow's warnings anyway.
+    """
+    uri = f"models:/{model_name(target)}/{_aliased_version(target, alias).version}"
+    return mlflow.pyfunc.load_model(uri, suppress_warnings=not check_requirements)

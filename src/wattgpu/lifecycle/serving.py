@@ -5,14 +5,17 @@ Content-Type with a 500, lets deeply nested JSON reach ``json.loads`` (Recursion
 reads bodies of any size, and puts stack traces, install paths and the whole request (as a
 DataFrame repr) into its 400 bodies. ``Guard`` answers those cases itself and rewrites every error
 the app returns into ``{"error_code": ..., "message": ...}`` of at most ``MAX_ERROR_BYTES``.
-Successful answers pass through untouched.
+Successful answers pass through untouched. An error of the app's own (a 500) is logged with its
+trace on the server's stderr, never sent.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -25,6 +28,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+LOG = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 # A query is {"dataframe_records": [{...}]} or {"dataframe_split": {"data": [[...]]}}: depth 3.
 DEFAULT_MAX_JSON_DEPTH = 8
@@ -185,9 +189,22 @@ class Guard:
                 raise  # a good answer had begun: nothing else can be sent any more
             if isinstance(exc, RecursionError):  # json.loads on nesting the count missed
                 raise Refused(400, "JSON nested too deeply") from None
+            LOG.exception("internal error answering %s %s", scope["method"], scope["path"])
             raise Refused(500, f"internal error ({type(exc).__name__})") from None
         if "status" in held:
             await _respond(send, held["status"], *_parse_error(held["status"], chunks))
+
+
+def log_to_stderr(logger: logging.Logger) -> None:
+    """Give ``logger`` a stderr handler unless a handler already takes its records.
+
+    A model server configures logging for its own loggers only (uvicorn's, MLflow's): without
+    this an error of ours would reach stderr through Python's last-resort handler, unlabelled.
+    """
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def _content_type(value: str | None) -> str:
@@ -245,6 +262,7 @@ def create_app() -> App:
     """
     from mlflow.pyfunc import scoring_server
 
+    log_to_stderr(LOG)
     model = scoring_server.load_model_with_mlflow_config(os.environ[ENV_MODEL_PATH])
     scoring_server.predictions_to_json = _fast_predictions_to_json(
         scoring_server.predictions_to_json

@@ -9,12 +9,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from wattgpu.arrays import unique_codes
 from wattgpu.data.formats import canonical_format
 
 # How far beyond the trained range a value may go before the answer is flagged as extrapolated.
 RANGE_MARGIN = 1.25
-# Adds a warning (a text, or a function of the row number) to each row of a mask.
-Flag = Callable[[np.ndarray, Any], None]
 
 
 def training_domain(rows: pd.DataFrame) -> dict[str, Any]:
@@ -70,73 +69,151 @@ def cannot_run(features: Mapping[str, Any]) -> np.ndarray:
     return ~memory_fits(features["free_memory_gb"], features["max_concurrent_seqs"])
 
 
-def _fit_reason(features: Mapping[str, Any], i: int) -> str:
-    weights = float(features["weight_bytes"][i]) / 1e9
-    memory = float(features["gpu_memory_gb"][i]) * float(features["num_gpus"][i])
-    if float(features["free_memory_gb"][i]) <= 0:
+def _fit_reason(
+    weight_bytes: float,
+    gpu_memory_gb: float,
+    num_gpus: float,
+    free_memory_gb: float,
+    input_tokens: float,
+    output_tokens: float,
+    kv_bytes_per_token: float,
+) -> str:
+    weights = weight_bytes / 1e9
+    memory = gpu_memory_gb * num_gpus
+    if free_memory_gb <= 0:
         return f"does not fit: weights need {weights:.0f} GB, the GPU(s) have {memory:.0f} GB"
-    tokens = float(features["input_tokens"][i]) + float(features["output_tokens"][i])
-    sequence = float(features["kv_bytes_per_token"][i]) * tokens / 1e9
+    tokens = input_tokens + output_tokens
+    sequence = kv_bytes_per_token * tokens / 1e9
     return (
         f"does not fit: after {weights:.0f} GB of weights the GPU(s)' {memory:.0f} GB leave no "
         f"room for the KV cache of one {tokens:.0f}-token sequence ({sequence:.1f} GB)"
     )
 
 
+FIT_REASON_COLUMNS = (
+    "weight_bytes",
+    "gpu_memory_gb",
+    "num_gpus",
+    "free_memory_gb",
+    "input_tokens",
+    "output_tokens",
+    "kv_bytes_per_token",
+)
+
+
+class Notes:
+    """The warnings of a batch of rows, collected per warning and joined per distinct pattern.
+
+    Each ``flag`` is one warning over a mask of rows; its text is a constant, or a function of
+    the values of a few columns, called once per distinct combination of them. ``joined`` then
+    writes one string per distinct pattern of texts: a 10,000-row request from a handful of
+    configurations costs a handful of joins, not a Python loop per row.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        # per flag: the code of each row's text (-1: not flagged) and the texts
+        self.flags: list[tuple[np.ndarray, list[str]]] = []
+
+    def flag(self, mask: np.ndarray, text: str | Callable[..., str], *columns: Any) -> None:
+        """Add ``text`` (or ``text(*values)`` of ``columns`` at the row) to the rows of ``mask``."""
+        mask = np.asarray(mask, dtype=bool)
+        if not mask.any():
+            return
+        codes = np.full(self.n, -1, dtype=np.intp)
+        if not callable(text):
+            codes[mask] = 0
+            self.flags.append((codes, [text]))
+            return
+        rows = np.flatnonzero(mask)
+        values = [np.asarray(c)[rows] for c in columns]
+        if len(values) == 1:
+            found, distinct = unique_codes(values[0])
+            texts = [text(v) for v in distinct]
+        else:
+            table = np.column_stack([np.asarray(v, dtype=float) for v in values])
+            distinct, found = np.unique(table, axis=0, return_inverse=True)
+            texts = [text(*(float(v) for v in row)) for row in distinct]
+        codes[rows] = np.asarray(found).reshape(-1)
+        self.flags.append((codes, texts))
+
+    def joined(self) -> list[str]:
+        """One ``"; "``-joined string per row, in the order the warnings were flagged."""
+        out = np.full(self.n, "", dtype=object)
+        if not self.flags:
+            return out.tolist()
+        table = np.column_stack([codes for codes, _ in self.flags])
+        flagged = np.flatnonzero((table >= 0).any(axis=1))
+        patterns, where = np.unique(table[flagged], axis=0, return_inverse=True)
+        texts = np.empty(len(patterns), dtype=object)
+        texts[:] = [
+            "; ".join(self.flags[k][1][code] for k, code in enumerate(row) if code >= 0)
+            for row in patterns.tolist()
+        ]
+        out[flagged] = texts[np.asarray(where).reshape(-1)]
+        return out.tolist()
+
+
 def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list[str]:
     """One ``"; "``-joined warning string per row ('' when the row is inside the domain).
 
-    ``features`` is a frame or columns from ``build_features``/``feature_columns``.
+    ``features`` is a frame or columns from ``build_features``.
     """
-    n = len(np.asarray(features["free_memory_gb"]))
-    notes: list[list[str]] = [[] for _ in range(n)]
-
-    def flag(mask: np.ndarray, text: Any) -> None:
-        for i in np.flatnonzero(mask):
-            notes[i].append(text(i) if callable(text) else text)
+    notes = Notes(len(np.asarray(features["free_memory_gb"])))
 
     def values(column: str) -> np.ndarray:
         return np.asarray(features[column], dtype=float)
 
     unrunnable = cannot_run(features)
-    flag(unrunnable, lambda i: _fit_reason(features, i))
+    notes.flag(unrunnable, _fit_reason, *(features[c] for c in FIT_REASON_COLUMNS))
     seqs, conc = values("max_concurrent_seqs"), values("concurrency")
-    flag(
+    notes.flag(
         ~unrunnable & (seqs < conc),
-        lambda i: (
-            f"KV cache holds only {seqs[i]:.0f} sequences of this length, "
-            f"fewer than the batch of {conc[i]:.0f}"
+        lambda held, batch: (
+            f"KV cache holds only {held:.0f} sequences of this length, "
+            f"fewer than the batch of {batch:.0f}"
         ),
+        seqs,
+        conc,
     )
     moe = values("llm_active_params_b") < values("llm_params_b")
     if not domain.get("moe_seen", False):
-        flag(moe, "mixture-of-experts LLM: the model was trained on no mixture-of-experts LLM")
-    _flag_formats(flag, features, domain)
-    _flag_ranges(flag, features, domain)
-    _flag_load(flag, features, domain)
-    _flag_engines(flag, features, domain)
+        notes.flag(
+            moe, "mixture-of-experts LLM: the model was trained on no mixture-of-experts LLM"
+        )
+    _flag_formats(notes, features, domain)
+    _flag_ranges(notes, features, domain)
+    _flag_load(notes, features, domain)
+    _flag_engines(notes, features, domain)
     for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
         if column in features:
             known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
-            flag(~known, f"{kind} described by its specs, not in the catalogue")
-    return ["; ".join(n) for n in notes]
+            notes.flag(~known, f"{kind} described by its specs, not in the catalogue")
+    return notes.joined()
 
 
-def _flag_formats(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+def _distinct(values: Any, func: Callable[[Any], Any]) -> np.ndarray:
+    """``func`` of each row's value, called once per distinct value (an object array)."""
+    codes, uniques = unique_codes(values)
+    out = np.empty(len(uniques), dtype=object)
+    out[:] = [func(u) for u in uniques]
+    return out[codes]
+
+
+def _flag_formats(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
     """Flag a weight format no training row had (nothing for a model that predates the list)."""
     seen = domain.get("formats_seen")
     if not seen or "dtype" not in features:
         return
-    formats = np.array([canonical_format(d) for d in np.asarray(features["dtype"])], dtype=object)
-    flag(
-        ~np.isin(formats, seen),
-        lambda i: (
-            f"weights in {formats[i]}: the model was trained on none ({', '.join(seen)} only)"
-        ),
+    formats = _distinct(features["dtype"], canonical_format)
+    notes.flag(
+        _distinct(formats, lambda name: name not in seen).astype(bool),
+        lambda name: f"weights in {name}: the model was trained on none ({', '.join(seen)} only)",
+        formats,
     )
 
 
-def _flag_ranges(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+def _flag_ranges(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
     """Flag numbers beyond the trained range (by more than ``RANGE_MARGIN``) or below it."""
     for column, label in (
         ("llm_params_b", "parameters"),
@@ -151,22 +228,20 @@ def _flag_ranges(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]
             continue
         column_values = np.asarray(features[column], dtype=float)
         if np.isfinite(high):
-            flag(
+            notes.flag(
                 np.isfinite(column_values) & (column_values > high * RANGE_MARGIN),
-                lambda i, v=column_values, lab=label, h=high: (
-                    f"{lab} {v[i]:g} beyond the trained range (max {h:g})"
-                ),
+                lambda v, lab=label, h=high: f"{lab} {v:g} beyond the trained range (max {h:g})",
+                column_values,
             )
         if np.isfinite(low):
-            flag(
+            notes.flag(
                 np.isfinite(column_values) & (column_values < low / RANGE_MARGIN),
-                lambda i, v=column_values, lab=label, lo=low: (
-                    f"{lab} {v[i]:g} below the trained range (min {lo:g})"
-                ),
+                lambda v, lab=label, lo=low: f"{lab} {v:g} below the trained range (min {lo:g})",
+                column_values,
             )
 
 
-def _flag_load(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+def _flag_load(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
     """Flag a scenario, or a kind of server load (rate or users), that training never saw.
 
     Models trained before the domain recorded scenarios and users are not flagged.
@@ -174,10 +249,11 @@ def _flag_load(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) 
     scenarios = domain.get("scenarios")
     if not scenarios:
         return
-    scenario = np.asarray(features["scenario"]).astype(str)
-    flag(
-        ~np.isin(scenario, scenarios),
-        lambda i: f"scenario {scenario[i]} not seen in training ({', '.join(scenarios)} only)",
+    scenario = _distinct(features["scenario"], str)
+    notes.flag(
+        _distinct(scenario, lambda name: name not in scenarios).astype(bool),
+        lambda name: f"scenario {name} not seen in training ({', '.join(scenarios)} only)",
+        scenario,
     )
     if "server" not in scenarios or "users" not in domain or "users" not in features:
         return
@@ -185,29 +261,31 @@ def _flag_load(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) 
     rates_seen = np.isfinite(domain["request_rate_rps"][1])
     users_seen = np.isfinite(domain["users"][1])
     if not users_seen:
-        flag(closed, "load as concurrent users: the model saw servers given by request rate only")
+        notes.flag(
+            closed, "load as concurrent users: the model saw servers given by request rate only"
+        )
     if not rates_seen:
-        flag(
+        notes.flag(
             (scenario == "server") & ~closed,
             "load as a request rate: the model saw servers given by concurrent users only",
         )
 
 
-def _flag_engines(flag: Flag, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
+def _flag_engines(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
     """Flag an engine or engine year not seen in training."""
     low, high = domain.get("engine_year", [np.nan, np.nan])
     if np.isfinite(low) and np.isfinite(high):
         years = np.asarray(features["engine_year"], dtype=float)
-        flag(
+        notes.flag(
             (years < low) | (years > high),
-            lambda i: f"engine year {years[i]:g} outside the trained years ({low:g}-{high:g})",
+            lambda year: f"engine year {year:g} outside the trained years ({low:g}-{high:g})",
+            years,
         )
     engines = set(domain.get("engines", []))
     if engines:
-        engine = np.asarray(features["engine"]).astype(str)
-        flag(
-            ~np.isin(engine, sorted(engines)),
-            lambda i: (
-                f"engine {str(engine[i])!r} not seen in training ({', '.join(sorted(engines))})"
-            ),
+        engine = _distinct(features["engine"], str)
+        notes.flag(
+            _distinct(engine, lambda name: name not in engines).astype(bool),
+            lambda name: f"engine {name!r} not seen in training ({', '.join(sorted(engines))})",
+            engine,
         )

@@ -1,17 +1,18 @@
 """Physics features of an (LLM, GPU, workload) triple — pure functions of DataFrames.
 
 The same functions build the training matrix and the served model's input, so training and
-serving cannot drift apart. They work on columns held as numpy arrays (``Columns``) and frame
-the result once: pandas' per-column overhead (alignment, copies, dtype checks) cost about 30 ms
-for a one-row query, twenty times the arithmetic. ``build_features`` is the DataFrame face of
-``feature_columns``, which the served model calls directly.
+serving cannot drift apart. One function per concept, arrays inside and frames at the edges:
+each takes a DataFrame or columns held as numpy arrays (``Columns``), works on arrays, and
+answers in the kind it was given (a frame on the given index, or columns). The served model
+passes columns from end to end: pandas' per-column overhead (alignment, copies, dtype checks)
+cost about 30 ms for a one-row query, twenty times the arithmetic.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,10 @@ KV_CACHE_MEMORY_SHARE = 0.9
 
 # Columns of a frame as arrays: what the functions below pass to each other.
 Columns = dict[str, np.ndarray]
+# Rows as a caller holds them: a frame (training, tests) or columns (the served model).
+Rows = TypeVar("Rows", pd.DataFrame, Columns)
+# One column as a caller holds it: a Series (of a frame) or an array.
+Column = TypeVar("Column", pd.Series, np.ndarray)
 
 # The GPU enters the model through the physical quantities that set power and latency (memory,
 # bandwidth, FP16 peak, TDP) and the analytical model's prior, not through specs that mostly
@@ -120,6 +125,18 @@ def columns_of(frame: pd.DataFrame | Mapping[str, Any]) -> Columns:
     return {str(c): np.asarray(frame[c]) for c in names}
 
 
+def _as_given(columns: Columns, given: Any) -> Any:
+    """Frame in, frame out (on the given index); columns in, columns out."""
+    return pd.DataFrame(columns, index=given.index) if isinstance(given, pd.DataFrame) else columns
+
+
+def _column_as_given(values: np.ndarray, given: Any) -> Any:
+    """A Series on the given frame's (or Series') index, or the array for columns."""
+    if isinstance(given, pd.DataFrame | pd.Series):
+        return pd.Series(values, index=given.index)
+    return values
+
+
 def _floats(values: Any) -> np.ndarray:
     """A column as floats (blank -> NaN), like ``Series.astype(float)``."""
     array = np.asarray(values)
@@ -148,32 +165,24 @@ def _length(columns: Mapping[str, np.ndarray]) -> int:
     return len(next(iter(columns.values()))) if columns else 0
 
 
-def attach_specs(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+def attach_specs(rows: Rows, catalog: Catalog) -> Rows:
     """Add the catalogue's GPU (``gpu_*``) and LLM (``llm_*``) columns to rows with canonical names.
 
     Spec columns already present on a row (a query describing an uncatalogued GPU or LLM) win
     over the catalogue's; rows whose names are not in the catalogue keep only what they carry.
     """
-    columns = _attach_specs(columns_of(frame), catalog)
-    return pd.DataFrame(columns, index=frame.index)
-
-
-def _attach_specs(columns: Mapping[str, np.ndarray], catalog: Catalog) -> Columns:
+    columns = columns_of(rows)
     out = dict(columns)
     for key, kind in (("gpu", "gpu"), ("model", "llm")):
         for column, looked_up in catalog.spec_arrays(kind, columns[key]).items():
             given = out.get(column)
             out[column] = looked_up if given is None else _filled(given, looked_up)
-    return out
+    return _as_given(out, rows)
 
 
-def fill_workload_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+def fill_workload_defaults(rows: Rows) -> Rows:
     """Fill the workload fields a query may omit with the documented defaults."""
-    return pd.DataFrame(_workload_defaults(columns_of(frame)), index=frame.index)
-
-
-def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
-    """See ``fill_workload_defaults``."""
+    columns = columns_of(rows)
     out = dict(columns)
     n = _length(columns)
     for column, default in (
@@ -189,14 +198,14 @@ def _workload_defaults(columns: Mapping[str, np.ndarray]) -> Columns:
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
     out["users"] = _users(columns, n)
-    out["engine_year"] = _engine_year(columns, n)
+    out["engine_year"] = engine_year(columns)
     if "dtype" not in columns or pd.isna(columns["dtype"]).any():
         # a row that names no format: the checkpoint's own where it ships below 16 bits
         shipped = _get(columns, "llm_weight_format", n)
-        quantized = _bytes_per_param(shipped) < 2.0
+        quantized = bytes_per_param(shipped) < 2.0
         given = columns["dtype"] if "dtype" in columns else np.full(n, None, dtype=object)
         out["dtype"] = np.where(pd.isna(given) & quantized, shipped, out["dtype"])
-    return out
+    return _as_given(out, rows)
 
 
 def _users(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
@@ -217,17 +226,16 @@ def _year(values: pd.Series, pattern: str) -> pd.Series:
     return pd.to_numeric(found, errors="coerce").astype(float)
 
 
-def engine_year(frame: pd.DataFrame) -> pd.Series:
+def engine_year(rows: pd.DataFrame | Columns) -> Any:
     """The release year of the serving software of each row (``DEFAULT_ENGINE_YEAR`` if unknown).
 
     In order: the row's own ``engine_year``; the year of ``measured_at``; the year that ends the
     name of the source's data ``family`` (the reference data names its generations so, e.g.
-    ``v2_vllm_batch_2024``); the year of the source file's ``data_commit_date``.
+    ``v2_vllm_batch_2024``); the year of the source file's ``data_commit_date``. A Series for a
+    frame, an array for columns.
     """
-    return pd.Series(_engine_year(columns_of(frame), len(frame)), index=frame.index)
-
-
-def _engine_year(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    columns = columns_of(rows)
+    n = _length(columns)
     year = pd.to_numeric(_get(columns, "engine_year", n), errors="coerce").astype(float)
     # Only measurement files carry these (a query has none): the slow text path runs in training.
     for column, pattern in (
@@ -238,17 +246,17 @@ def _engine_year(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         if column in columns:
             found = _year(pd.Series(columns[column]), pattern).to_numpy()
             year = np.where(np.isnan(year), found, year)
-    return np.where(np.isnan(year), DEFAULT_ENGINE_YEAR, year)
+    return _column_as_given(np.where(np.isnan(year), DEFAULT_ENGINE_YEAR, year), rows)
 
 
-def itl_statistic(kind: pd.Series) -> pd.Series:
+def itl_statistic(kind: Column) -> Column:
     """The ITL statistic (``ITL_STATISTICS``) a free-text ``itl_kind`` names.
 
     A name of the statistic itself passes through; text that mentions the prefill, or a latency
     divided by a length, is ``with_prefill``; "median" is ``median``; "mean"/"TPOT" is ``mean``;
     anything else (and blank) is ``DEFAULT_ITL_STATISTIC``.
     """
-    return pd.Series(_map_unique(kind.to_numpy(), _one_itl_statistic, object), index=kind.index)
+    return _column_as_given(_map_unique(np.asarray(kind), _one_itl_statistic, object), kind)
 
 
 def _one_itl_statistic(kind: Any) -> str:
@@ -264,19 +272,18 @@ def _one_itl_statistic(kind: Any) -> str:
     return DEFAULT_ITL_STATISTIC
 
 
-def bytes_per_param(dtype: pd.Series) -> pd.Series:
+def bytes_per_param(dtype: Column) -> Column:
     """Bytes per weight for a format name (``wattgpu.data.formats``); blank means 16-bit.
 
     Queries and imported rows are checked against the known formats before they get here.
     """
-    return pd.Series(_bytes_per_param(dtype.to_numpy()), index=dtype.index)
+    values = _map_unique(
+        np.asarray(dtype), lambda d: BYTES_PER_PARAM.get(str(d).lower(), 2.0), float
+    )
+    return _column_as_given(values, dtype)
 
 
-def _bytes_per_param(dtype: np.ndarray) -> np.ndarray:
-    return _map_unique(dtype, lambda d: BYTES_PER_PARAM.get(str(d).lower(), 2.0), float)
-
-
-def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
+def physics_features(rows: Rows) -> Rows:
     """Add the derived physics columns (see DESIGN.md) to rows that carry specs and workload.
 
     ``weight_bytes``: all weights in the row's format (``physics.weight_layout``: what stays
@@ -287,15 +294,11 @@ def physics_features(frame: pd.DataFrame) -> pd.DataFrame:
     per active parameter at FP16 tensor peak; ``kv_bytes_per_token``: K and V, 16-bit, every KV
     layer.
     """
-    return pd.DataFrame(_physics(columns_of(frame)), index=frame.index)
-
-
-def _physics(columns: Mapping[str, np.ndarray]) -> Columns:
-    out = _workload_defaults(columns)
+    out = fill_workload_defaults(columns_of(rows))
     n = _length(out)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         num_gpus = np.maximum(_floats(out["num_gpus"]), 1.0)
-        bpp = _bytes_per_param(out["dtype"])
+        bpp = bytes_per_param(out["dtype"])
         out["bytes_per_param"] = bpp
         params_b = _floats(out["llm_params_b"])
         params = params_b * 1e9
@@ -327,15 +330,16 @@ def _physics(columns: Mapping[str, np.ndarray]) -> Columns:
         if kind is None
         else _map_unique(kind, _one_itl_statistic, object)
     )
-    return _with_prior(out)
+    return _as_given(with_prior(out), rows)
 
 
 def _weight_layout(out: Columns, bpp: np.ndarray) -> Columns:
     """``physics.weight_layout`` of each row's LLM in its format."""
     n = _length(out)
-    tied = pd.Series(_get(out, "llm_tie_word_embeddings", n)).astype(str).str.lower() == "true"
+    tie = _get(out, "llm_tie_word_embeddings", n)
+    tied = _map_unique(tie, lambda t: str(t).lower() == "true", bool)
     vocab, hidden = _floats(out["llm_vocab_size"]), _floats(out["llm_hidden_size"])
-    embedding = vocab * hidden * np.where(tied.to_numpy(), 1.0, 2.0) / 1e9
+    embedding = vocab * hidden * np.where(tied, 1.0, 2.0) / 1e9
     experts_only = _map_unique(out["dtype"], lambda d: str(d).lower() in EXPERTS_ONLY_FORMATS, bool)
     return physics.weight_layout(
         _floats(out["llm_params_b"]),
@@ -361,10 +365,10 @@ def _bandwidth_latency(out: Columns) -> np.ndarray:
 
 
 def with_prior(
-    frame: pd.DataFrame,
+    rows: Rows,
     constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
     floors: dict[str, float] | None = None,
-) -> pd.DataFrame:
+) -> Rows:
     """Add (or replace) the analytical model's answer and the server concurrency it implies.
 
     ``prior_power_w`` / ``prior_itl_s`` / ``prior_ttft_s``: the physics prior (the ITL and TTFT
@@ -378,24 +382,15 @@ def with_prior(
     (capped by the KV cache), so that a server and an offline batch with the same load look
     alike to the trees.
     """
-    columns = _with_prior(columns_of(frame), constants, floors)
-    return pd.DataFrame(columns, index=frame.index)
-
-
-def _with_prior(
-    columns: Mapping[str, np.ndarray],
-    constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
-    floors: dict[str, float] | None = None,
-) -> Columns:
-    out = dict(columns)
+    out = columns_of(rows)
     prior = physics.serving_model_columns(out, constants)
     out["prior_power_w"] = prior["power_w"]
     out["prior_itl_s"] = prior["itl_s"]
     out["prior_prefill_share"] = prior["prefill_share"]
     if "itl_s" in out:
-        out["itl_median_s"] = _median_itl(out)
+        out["itl_median_s"] = median_itl(out)
     out["prior_ttft_s"] = _prior_ttft(out, prior["ttft_s"])
-    out["concurrency"] = _concurrency(out, prior["concurrency"])
+    out["concurrency"] = concurrency(out, prior["concurrency"])
     if "dense_weight_bytes" in out:
         with np.errstate(divide="ignore", invalid="ignore"):
             out["bandwidth_latency_s"] = _bandwidth_latency(out)
@@ -415,10 +410,10 @@ def _with_prior(
         out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
         out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
         out["log_prior_itl_cpu_s"] = np.log(step)
-    return out
+    return _as_given(out, rows)
 
 
-def median_itl(frame: pd.DataFrame) -> pd.Series:
+def median_itl(rows: pd.DataFrame | Columns) -> Any:
     """Each row's measured ITL as the served statistic: the median gap between two tokens, s.
 
     A row that measured the median passes through. A row that measured a time per token that
@@ -428,17 +423,15 @@ def median_itl(frame: pd.DataFrame) -> pd.Series:
     the analytical model's share of that time spent in prefills (``M * t_pre / output_tokens``
     of ``t(M) + M * t_pre / output_tokens``, ``physics``). The gaps between the prefills are
     plain decode steps, so what is left is the typical gap: the median. Needs the prior columns
-    (``with_prior``) and ``itl_statistic``.
+    (``with_prior``) and ``itl_statistic``. A Series for a frame, an array for columns.
     """
-    return pd.Series(_median_itl(columns_of(frame)), index=frame.index)
-
-
-def _median_itl(columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    columns = columns_of(rows)
     n = _length(columns)
     itl = _floats(columns["itl_s"])
     statistic = _get(columns, "itl_statistic", n)
     with_prefills = np.isin(np.asarray(statistic, dtype=object), ITL_WITH_PREFILLS)
-    return np.where(with_prefills, itl * (1.0 - _floats(columns["prior_prefill_share"])), itl)
+    share = _floats(columns["prior_prefill_share"])
+    return _column_as_given(np.where(with_prefills, itl * (1.0 - share), itl), rows)
 
 
 def _prior_ttft(columns: Mapping[str, np.ndarray], server_ttft: np.ndarray) -> np.ndarray:
@@ -455,52 +448,31 @@ def _prior_ttft(columns: Mapping[str, np.ndarray], server_ttft: np.ndarray) -> n
     return np.where(np.isfinite(server_ttft), server_ttft, own)
 
 
-def concurrency(frame: pd.DataFrame, server_concurrency: pd.Series) -> pd.Series:
+def concurrency(rows: pd.DataFrame | Columns, server_concurrency: Any) -> Any:
     """Sequences decoded together.
 
     Offline: the batch (the engine's cap when blank). Server: ``server_concurrency`` (the
-    analytical model's Little's-law answer), at least 1.
+    analytical model's Little's-law answer), at least 1. A Series for a frame, an array for
+    columns.
     """
-    values = _concurrency(columns_of(frame), np.asarray(server_concurrency, dtype=float))
-    return pd.Series(values, index=frame.index)
-
-
-def _concurrency(columns: Mapping[str, np.ndarray], server_concurrency: np.ndarray) -> np.ndarray:
+    columns = columns_of(rows)
     engine_batch = np.minimum(ENGINE_MAX_BATCH, np.maximum(columns["max_concurrent_seqs"], 1.0))
     offline = _filled(_floats(columns["batch_size"]), engine_batch)
-    server = np.maximum(server_concurrency, 1.0)
-    return np.where(columns["scenario"] == "offline", offline, server).astype(float)
+    server = np.maximum(np.asarray(server_concurrency, dtype=float), 1.0)
+    values = np.where(columns["scenario"] == "offline", offline, server).astype(float)
+    return _column_as_given(values, rows)
 
 
-def feature_matrix(
-    frame: pd.DataFrame | Mapping[str, np.ndarray],
-    target: str | None = None,
-    without: tuple[str, ...] = (),
-) -> pd.DataFrame:
+def feature_matrix(rows: Rows, target: str | None = None, without: tuple[str, ...] = ()) -> Rows:
     """The model input: categoricals as strings ("missing" for blanks), numerics as floats.
 
     For a ``target`` other than ``itl``, ``ITL_ONLY_FEATURES`` hold their default on every row:
     how a data set reported its ITL says nothing about power, but would tell the trees which data
-    set a row comes from. Columns named in ``without`` are left out.
+    set a row comes from. Columns named in ``without`` are left out; the rest come in the order
+    of ``FEATURE_COLUMNS``.
     """
-    index = frame.index if isinstance(frame, pd.DataFrame) else None
-    return pd.DataFrame(matrix_columns(frame, target, without), index=index)
-
-
-def matrix_columns(
-    frame: pd.DataFrame | Mapping[str, np.ndarray],
-    target: str | None = None,
-    without: tuple[str, ...] = (),
-) -> Columns:
-    """The columns of ``feature_matrix``, in its order, as arrays."""
-    columns = frame if not isinstance(frame, pd.DataFrame) else None
-    n = len(frame) if columns is None else _length(columns)
-
-    def get(name: str) -> np.ndarray:
-        if columns is None:
-            return frame[name].to_numpy() if name in frame.columns else np.full(n, np.nan)
-        return _get(columns, name, n)
-
+    columns = columns_of(rows)
+    n = _length(columns)
     out: Columns = {}
     for column in CATEGORICAL_FEATURES:
         if column in without:
@@ -508,28 +480,22 @@ def matrix_columns(
         if target not in (None, "itl") and column in ITL_ONLY_FEATURES:
             out[column] = np.full(n, DEFAULT_ITL_STATISTIC, dtype=object)
         else:
-            out[column] = _map_unique(get(column), _category, object)
+            out[column] = _map_unique(_get(columns, column, n), _category, object)
     for column in NUMERIC_FEATURES:
         if column not in without:
-            values = get(column)
+            values = _get(columns, column, n)
             out[column] = (
                 values
                 if values.dtype == np.float64
                 else pd.to_numeric(values, errors="coerce").astype(float)
             )
-    return out
+    return _as_given(out, rows)
 
 
 def _category(value: Any) -> str:
     return "missing" if pd.isna(value) else str(value)
 
 
-def feature_columns(columns: Mapping[str, np.ndarray], catalog: Catalog) -> Columns:
-    """``build_features`` on columns: catalogue specs joined, physics features and prior added."""
-    return _physics(_attach_specs(columns, catalog))
-
-
-def build_features(measurements: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+def build_features(rows: Rows, catalog: Catalog) -> Rows:
     """Join catalogue specs to rows with canonical names and add the physics features."""
-    columns = feature_columns(columns_of(measurements), catalog)
-    return pd.DataFrame(columns, index=measurements.index)
+    return _as_given(physics_features(attach_specs(columns_of(rows), catalog)), rows)

@@ -1,7 +1,7 @@
 """Answering prediction queries: check -> features -> model -> interval and warnings.
 
 The one code path behind the served pyfunc, ``wattgpu predict`` and ``wattgpu recommend``; it
-calls the same feature function as training (on columns, without framing them: see features).
+calls the same feature function as training (on columns, never framed: see features).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.modeling import models
 from wattgpu.modeling.card import ModelCard
 from wattgpu.modeling.domain import cannot_run, domain_warnings
-from wattgpu.modeling.features import feature_columns
+from wattgpu.modeling.features import build_features
 from wattgpu.modeling.queries import check_query_columns
 from wattgpu.modeling.targets import REPORT_SCALE, UNIT
 from wattgpu.modeling.uncertainty import IntervalModel, interval
@@ -83,7 +83,7 @@ def answer_columns(
 ) -> dict[str, Any]:
     """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
     target = card.target
-    rows = feature_columns(check_query_columns(queries, catalog), catalog)
+    rows = build_features(check_query_columns(queries, catalog), catalog)
     pools = models.Pools(target, rows)  # the members and the interval share their inputs
     value = np.asarray(models.predict_si(target, model, rows, pools), dtype=float)
     lower, upper = interval(bounds, rows, value, pools)
@@ -95,5 +95,5 @@ def answer_columns(
     for column, values in (("prediction", value), ("lower", lower), ("upper", upper)):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
-    answer["warnings"] = domain_warnings(rows, card.domain)
+    answer["warnings"] = np.asarray(domain_warnings(rows, card.domain), dtype=object)
     return {column: answer[column] for column in OUTPUT_COLUMNS}

@@ -13,6 +13,8 @@ choice is worth on real data: ``bench/ablation.py``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -50,11 +52,13 @@ def encode(target: str, frame: pd.DataFrame) -> pd.Series:
     return np.log(frame[measured].astype(float) / frame[prior].astype(float))
 
 
-def decode(target: str, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
-    """Model output -> physical value in SI units (W, or s per token)."""
+def decode(
+    target: str, frame: pd.DataFrame | Mapping[str, np.ndarray], raw: np.ndarray
+) -> np.ndarray:
+    """Model output -> physical value in SI units (W, or s per token), for rows or columns."""
     raw = np.asarray(raw, dtype=float)
     _, prior = PRIOR_COLUMN[check_target(target)]
-    return np.exp(raw) * frame[prior].to_numpy(dtype=float)
+    return np.exp(raw) * np.asarray(frame[prior], dtype=float)
 
 
 def rows_with_target(target: str, frame: pd.DataFrame) -> pd.DataFrame:

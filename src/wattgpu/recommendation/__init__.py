@@ -90,7 +90,9 @@ def model_predictor(
 ) -> Predictor:
     """A predictor over the registry's ``alias`` models, or model servers where a URL is given.
 
-    The registry models are loaded once, here, so one predictor answers many rankings fast.
+    The registry models are loaded once, here, so one predictor answers many rankings fast;
+    ``rank_gpus`` asks each for every GPU (and hour) in one call. MLflow's check of a model's
+    pinned packages is skipped (``wattgpu recommend`` hides MLflow's warnings).
     """
     from wattgpu.lifecycle import client, registry, tracking
 
@@ -99,7 +101,7 @@ def model_predictor(
     for target, url in urls.items():
         if not url:
             tracking.configure(settings.tracking_uri, must_exist=True)
-            loaded[target] = registry.load(target, alias)
+            loaded[target] = registry.load(target, alias, check_requirements=False)
 
     def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
         url = urls.get(target)
@@ -107,7 +109,7 @@ def model_predictor(
             return client.ask_server(url, queries)
         if target not in loaded:  # TTFT: loaded when a TTFT SLO asks for it
             tracking.configure(settings.tracking_uri, must_exist=True)
-            loaded[target] = registry.load(target, alias)
+            loaded[target] = registry.load(target, alias, check_requirements=False)
         return client.ask_loaded_model(loaded[target], queries)
 
     return ask
