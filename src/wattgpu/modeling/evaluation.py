@@ -128,12 +128,13 @@ def predict_folds(
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
     jobs = min(len(folds), os.cpu_count() or 1)
-    answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
-        delayed(_fit_predict)(
-            recipe, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
+    with models.fits_side_by_side():
+        answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
+            delayed(_fit_predict)(
+                recipe, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
+            )
+            for (train, test), params in zip(folds, fold_params, strict=True)
         )
-        for (train, test), params in zip(folds, fold_params, strict=True)
-    )
     for (_, test), answer in zip(folds, answers, strict=True):
         pred[test] = answer
     return pred

@@ -8,12 +8,14 @@ feature matrix less some columns; which columns, and with which settings, its re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor, FeaturesData, Pool
+from catboost.core import log_fixup
 
 from wattgpu.modeling.features import (
     CATEGORICAL_FEATURES,
@@ -23,6 +25,17 @@ from wattgpu.modeling.features import (
 )
 from wattgpu.modeling.recipe import Recipe
 from wattgpu.modeling.targets import decode, encode
+
+
+def fits_side_by_side() -> AbstractContextManager[None]:
+    """Hold CatBoost's logger in this thread while fits run in other threads inside the block.
+
+    CatBoost keeps one process-wide logger, set by the first thread that enters a fit and reset
+    when that thread's fit ends, even while fits of other threads still write through it: a
+    segfault (catboost#2620). Entered by the thread that starts the others, it owns the logger for
+    the whole block, and every fit inside only borrows it.
+    """
+    return log_fixup()
 
 
 @dataclass

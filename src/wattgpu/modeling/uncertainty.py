@@ -26,7 +26,7 @@ from catboost import CatBoostRegressor
 from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
-from wattgpu.modeling.models import Pools, pool
+from wattgpu.modeling.models import Pools, fits_side_by_side, pool
 from wattgpu.modeling.recipe import Recipe
 
 COVERAGE = 0.9
@@ -236,7 +236,8 @@ def held_out_intervals(
 
     jobs = max(1, min(len(held_out), os.cpu_count() or 1))
     # Threads: CatBoost releases the GIL while it fits (see evaluation.FOLD_BACKEND).
-    answers = Parallel(n_jobs=jobs, backend="threading")(delayed(bounds)(h) for h in held_out)
+    with fits_side_by_side():
+        answers = Parallel(n_jobs=jobs, backend="threading")(delayed(bounds)(h) for h in held_out)
     for held, (low, high) in zip(held_out, answers, strict=True):
         lower[held], upper[held] = low, high
     return lower, upper
