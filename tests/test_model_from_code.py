@@ -51,7 +51,10 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
-def test_the_served_model_is_logged_from_code_and_loads_without_unpickling(catalog, tmp_path):
+def test_the_served_model_is_logged_from_code_and_loads_without_unpickling(
+    catalog, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # the default experiment's artifacts go to ./mlruns
     rows = rows_with_target("power", build_features(simulate(catalog, seed=1).head(400), catalog))
     recipe = recipe_of("power", "fast")
     model = models.fit(recipe, rows, {"iterations": 10})
