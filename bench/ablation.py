@@ -1,10 +1,11 @@
 """What each design choice of the models is worth on real measurements: one change at a time.
 
-Every variant differs from the adopted design (``wattgpu.modeling.models``) in one respect and is
-scored, like ``bench/accuracy.py``, on every shipped measured row that carries the target, with
-CatBoost's default hyperparameters, the analytical prior refitted on each fold's training rows,
-and several seeds (mean ± standard deviation over seeds). Splits: leave one GPU out (LOGO) and
-leave LLMs out in 10 blocks of architectures (L10O, a cheaper stand-in for leave-one-LLM-out).
+Every variant differs from the adopted design (``wattgpu.modeling.learning.models``) in one
+respect and is scored, like ``bench/accuracy.py``, on every shipped measured row that carries the
+target, with CatBoost's default hyperparameters, the analytical prior refitted on each fold's
+training rows, and several seeds (mean ± standard deviation over seeds). Splits: leave one GPU out
+(LOGO) and leave LLMs out in 10 blocks of architectures (L10O, a cheaper stand-in for
+leave-one-LLM-out).
 
     python bench/ablation.py [--seeds 3] [--targets power itl] [--measurements PATH ...]
 """
@@ -23,17 +24,17 @@ import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 from joblib import Parallel, delayed
 
-from wattgpu.modeling import models
-from wattgpu.modeling.features import (
+from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning.recipe import recipe_of
+from wattgpu.modeling.learning.splits import LLM_BLOCKS, split_indices
+from wattgpu.modeling.metrics import mdape, ranking_tau
+from wattgpu.modeling.physical.features import (
     CPU_FLOOR_FEATURES,
     PRIOR_FEATURES,
     RAW_GPU_SPECS,
 )
-from wattgpu.modeling.metrics import mdape, ranking_tau
-from wattgpu.modeling.prior import refit_prior
-from wattgpu.modeling.recipe import recipe_of
-from wattgpu.modeling.splits import LLM_BLOCKS, split_indices
-from wattgpu.modeling.targets import MEASURED_COLUMN, decode, encode, rows_with_target
+from wattgpu.modeling.physical.prior import refit_prior
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN, decode, encode, rows_with_target
 
 
 @dataclass(frozen=True)

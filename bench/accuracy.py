@@ -5,23 +5,23 @@ others) that carries the
 target (all engines, all GPU counts, both scenarios), with the same CV / leave-one-GPU-out /
 leave-one-LLM-out folds for every method:
 
-* ``catboost`` — the project's models (``wattgpu.modeling.models``: physics features, power as
-  power/TDP, ITL as the log-ratio to the analytical model), with hyperparameters from **nested**
-  tuning: every outer fold runs its own Optuna study on its training rows only (objective: MdAPE
-  on held-out groups of the outer split's kind inside those rows: GPUs for LOGO, LLMs for LOLO,
-  (LLM, GPU) pairs for CV); for LOLO the LLMs are cut into 5 blocks and each
+* ``catboost`` — the project's models (``wattgpu.modeling.learning.models``: physics features,
+  power as power/TDP, ITL as the log-ratio to the analytical model), with hyperparameters from
+  **nested** tuning: every outer fold runs its own Optuna study on its training rows only
+  (objective: MdAPE on held-out groups of the outer split's kind inside those rows: GPUs for LOGO,
+  LLMs for LOLO, (LLM, GPU) pairs for CV); for LOLO the LLMs are cut into 5 blocks and each
   block's LLMs are predicted with the parameters tuned without any of them. The analytical prior's
   constants and engine floors are refitted on each fold's training rows too
-  (``wattgpu.modeling.prior``). No
+  (``wattgpu.modeling.physical.prior``). No
   held-out GPU or LLM ever influences the hyperparameters or the prior of the model that
   predicts it.
 * ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
-  (``wattgpu.modeling.baselines``); the roofline is the per-request step time 2·params/bandwidth,
-  compared with the per-request ``itl_s``.
-* ``nearest-measured`` — the practitioner's baseline (``wattgpu.modeling.baselines``): on CV and
-  LOGO, the same workload's measurement on the training GPU closest in memory bandwidth (offline
-  ITL scaled by the bandwidth ratio, server ITL as measured: whichever did better); on LOLO,
-  the same workload on the same GPU with the training LLM closest in parameter count (as
+  (``wattgpu.modeling.learning.baselines``); the roofline is the per-request step time
+  2·params/bandwidth, compared with the per-request ``itl_s``.
+* ``nearest-measured`` — the practitioner's baseline (``wattgpu.modeling.learning.baselines``): on
+  CV and LOGO, the same workload's measurement on the training GPU closest in memory bandwidth
+  (offline ITL scaled by the bandwidth ratio, server ITL as measured: whichever did better); on
+  LOLO, the same workload on the same GPU with the training LLM closest in parameter count (as
   measured). It answers only rows whose workload was measured
   elsewhere, so ``catboost (nearest's rows)`` scores the model on exactly those rows beside it.
 * ``xgboost-paper`` — the WattGPU paper's recipe, re-implemented here: XGBoost on the paper's
@@ -60,8 +60,8 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from wattgpu.lifecycle.tuning import tuner
-from wattgpu.modeling.baselines import BASELINES, NEAREST_METHOD
-from wattgpu.modeling.evaluation import (
+from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
+from wattgpu.modeling.learning.evaluation import (
     TABLE_COLUMNS,
     baseline_predictions,
     intervals_markdown,
@@ -74,16 +74,16 @@ from wattgpu.modeling.evaluation import (
     studies_needed,
     to_markdown,
 )
-from wattgpu.modeling.prior import refit_prior
-from wattgpu.modeling.recipe import DEFAULT_RECIPE, RECIPES, recipe_of
-from wattgpu.modeling.splits import SPLITS, fold_labels, split_indices
-from wattgpu.modeling.targets import MEASURED_COLUMN, TARGETS, rows_with_target
-from wattgpu.modeling.uncertainty import (
+from wattgpu.modeling.learning.recipe import DEFAULT_RECIPE, RECIPES, recipe_of
+from wattgpu.modeling.learning.splits import SPLITS, fold_labels, split_indices
+from wattgpu.modeling.learning.uncertainty import (
     COVERAGE,
     held_out_intervals,
     interval_figures,
     interval_figures_by_gpu,
 )
+from wattgpu.modeling.physical.prior import refit_prior
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 
 METHODS = (
     "catboost",

@@ -17,7 +17,7 @@ from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import expand_paths, read_measurements, resolve_names
 from wattgpu.errors import WattgpuError
-from wattgpu.modeling.features import build_features
+from wattgpu.modeling.physical.features import build_features
 
 REPO = Path(__file__).resolve().parents[1]
 

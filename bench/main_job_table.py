@@ -52,7 +52,7 @@ def table(frames: list[pd.DataFrame]) -> str:
 def main() -> None:
     from wattgpu.config import load_settings
     from wattgpu.lifecycle import tracking
-    from wattgpu.modeling.targets import TARGETS
+    from wattgpu.modeling.physical.targets import TARGETS
 
     tracking.configure(load_settings().tracking_uri, must_exist=True)
     frames = [f for f in (evaluation(t) for t in TARGETS) if f is not None]

@@ -68,7 +68,7 @@ def build_model(root: Path, targets: tuple[str, ...]) -> str:
     from wattgpu.config import SHIPPED_DATA_DIR, Settings
     from wattgpu.data.catalog import Catalog
     from wattgpu.lifecycle import pipeline, registry, tracking
-    from wattgpu.modeling.simulate import simulate
+    from wattgpu.modeling.physical.simulate import simulate
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     rows = simulate(catalog, seed=3)

@@ -1,4 +1,4 @@
-"""How close the analytical model (wattgpu.modeling.simulate) comes to real measurements.
+"""How close the analytical model (wattgpu.modeling.physical.simulate) comes to real measurements.
 
 Reads the shipped real measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
 MdAPE of the model's power and per-request ITL against them, per data set and engine and overall,
@@ -32,17 +32,17 @@ from dataclasses import asdict, fields
 import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 
-from wattgpu.modeling.baselines import load_scaled_tdp, roofline_itl
-from wattgpu.modeling.features import with_prior
+from wattgpu.modeling.learning.baselines import load_scaled_tdp, roofline_itl
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
-from wattgpu.modeling.prior import (
+from wattgpu.modeling.physical.features import with_prior
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.physical.prior import (
     EXCLUDED_FAMILIES,
     SIXTEEN_BIT,
     calibration_mask,
     fit_engine_floors,
 )
-from wattgpu.modeling.simulate import calibrate, fidelity
+from wattgpu.modeling.physical.simulate import calibrate, fidelity
 
 
 def load_rows(
@@ -146,7 +146,7 @@ def main() -> None:
     add_data_arguments(parser)
     args = parser.parse_args()
 
-    print("# Simulator fidelity (wattgpu.modeling.simulate vs real measurements)\n")
+    print("# Simulator fidelity (wattgpu.modeling.physical.simulate vs real measurements)\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")
@@ -183,7 +183,7 @@ def main() -> None:
             constants,
             with_fitted_flag(refit_report, rows, mask),
         )
-        print("\nPaste into src/wattgpu/modeling/physics.py:\n")
+        print("\nPaste into src/wattgpu/modeling/physical/physics.py:\n")
         print("DEFAULT_CONSTANTS = PhysicalConstants(")
         for field in fields(PhysicalConstants):
             print(f"    {field.name}={getattr(constants, field.name):.4g},")

@@ -51,9 +51,16 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def layer(module: str) -> int:
+# Inside ``modeling``, three layers that import only downwards (``metrics`` under all three).
+MODELING_LAYERS = {"metrics": 0, "physical": 1, "learning": 2, "answering": 3}
+
+
+def layer(module: str) -> float:
     parts = module.split(".")
-    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+    level = LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+    if len(parts) > 2 and parts[1] == "modeling":
+        level += MODELING_LAYERS[parts[2]] / 10
+    return level
 
 
 def test_no_module_imports_a_higher_layer():
@@ -89,8 +96,10 @@ def test_no_import_cycle():
 def test_the_graph_sees_real_edges():
     # guards the two tests above against an empty or broken graph
     graph = import_graph()
-    assert "wattgpu.modeling.features" in graph["wattgpu.modeling.models"]
-    assert "wattgpu.data.catalog" in graph["wattgpu.modeling.features"]
+    assert "wattgpu.modeling.physical.features" in graph["wattgpu.modeling.learning.models"]
+    assert layer("wattgpu.modeling.physical.features") < layer("wattgpu.modeling.learning.models")
+    assert layer("wattgpu.modeling.learning.models") < layer("wattgpu.modeling.answering.card")
+    assert "wattgpu.data.catalog" in graph["wattgpu.modeling.physical.features"]
 
 
 MAX_FUNCTION_LINES = 80
@@ -112,9 +121,9 @@ CLI_MODULES = ("wattgpu.cli", "wattgpu.cli_data", "wattgpu.cli_options", "wattgp
 # stores through ``tracking`` and renders tables with ``evaluation``'s Markdown functions).
 TRAINING_MODULES = {
     "wattgpu.lifecycle.tuning",
-    "wattgpu.modeling.models",
-    "wattgpu.modeling.uncertainty",
-    "wattgpu.modeling.recipe",
+    "wattgpu.modeling.learning.models",
+    "wattgpu.modeling.learning.uncertainty",
+    "wattgpu.modeling.learning.recipe",
 }
 
 
@@ -152,13 +161,13 @@ SERVING_LAYER = (
     "wattgpu.lifecycle.served_model",
     "wattgpu.lifecycle.serving",
     "wattgpu.lifecycle.client",
-    "wattgpu.modeling.inference",
+    "wattgpu.modeling.answering.inference",
     "wattgpu.recommendation",
 )
 TRAINING_CODE = (
     "wattgpu.lifecycle.tuning",
     "wattgpu.lifecycle.pipeline",
-    "wattgpu.modeling.evaluation",
+    "wattgpu.modeling.learning.evaluation",
     "optuna",
 )
 

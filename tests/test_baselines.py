@@ -2,19 +2,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.baselines import (
+from wattgpu.modeling.learning.baselines import (
     NEAREST_METHOD,
     load_scaled_tdp,
     nearest_measured,
     prefill_ttft,
     roofline_itl,
 )
-from wattgpu.modeling.evaluation import (
+from wattgpu.modeling.learning.evaluation import (
     MODEL_ON_NEAREST_ROWS,
     nearest_predictions,
     score_beside_nearest,
 )
-from wattgpu.modeling.splits import split_indices
+from wattgpu.modeling.learning.splits import split_indices
 
 
 def test_load_scaled_tdp_by_hand():
@@ -166,7 +166,7 @@ def test_prefill_ttft_by_hand():
 
 
 def test_itl_error_is_reported_apart_on_rows_that_measured_the_served_statistic():
-    from wattgpu.modeling.evaluation import score_by_statistic
+    from wattgpu.modeling.learning.evaluation import score_by_statistic
 
     oof = pd.DataFrame(
         {
@@ -187,7 +187,7 @@ def test_itl_error_is_reported_apart_on_rows_that_measured_the_served_statistic(
 
 
 def test_the_model_card_names_the_served_statistic():
-    from wattgpu.modeling.card import ModelCard
+    from wattgpu.modeling.answering.card import ModelCard
 
     card = ModelCard(target="itl", domain={})
     assert card.statistic == "median gap between two consecutive tokens of one request, ms"

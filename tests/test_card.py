@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from wattgpu.modeling.card import IntervalSpec, ModelCard
-from wattgpu.modeling.uncertainty import IntervalModel
+from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
+from wattgpu.modeling.learning.uncertainty import IntervalModel
 
 DOMAIN = {"llm_params_b": [0.5, 70.0], "engines": ["vllm"], "moe_seen": False}
 

@@ -3,8 +3,8 @@
 import pandas as pd
 from test_features import query
 
-from wattgpu.modeling.domain import domain_warnings, training_domain
-from wattgpu.modeling.features import build_features
+from wattgpu.modeling.answering.domain import domain_warnings, training_domain
+from wattgpu.modeling.physical.features import build_features
 
 
 def test_queries_inside_the_domain_get_no_warning_and_outside_get_one_each(small_catalog):

@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.errors import ValidationFailed
 from wattgpu.lifecycle import pipeline
-from wattgpu.modeling.simulate import simulate
+from wattgpu.modeling.physical.simulate import simulate
 
 pytestmark = pytest.mark.slow
 

@@ -18,13 +18,13 @@ import pytest
 from catboost import CatBoostRegressor
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.modeling.card import ModelCard
-from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
-from wattgpu.modeling.inference import predict_queries
-from wattgpu.modeling.models import Regressor
-from wattgpu.modeling.queries import check_queries
-from wattgpu.modeling.simulate import simulate
-from wattgpu.modeling.uncertainty import IntervalModel
+from wattgpu.modeling.answering.card import ModelCard
+from wattgpu.modeling.answering.inference import predict_queries
+from wattgpu.modeling.answering.queries import check_queries
+from wattgpu.modeling.learning.models import Regressor
+from wattgpu.modeling.learning.uncertainty import IntervalModel
+from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
+from wattgpu.modeling.physical.simulate import simulate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXTRA_COLUMNS = ("prior_power_w", "prior_itl_s", "prior_power_cpu_w", "free_memory_gb")
@@ -138,9 +138,9 @@ def test_answers_are_unchanged_where_the_configuration_runs(queries, catalog, ta
 def test_the_served_input_answers_what_the_training_frame_answers(catalog):
     # a query's Pool is float32 and object arrays matched by name (catboost.FeaturesData); a
     # fit's is a frame in FEATURE_COLUMNS order: every member must read both the same way
-    from wattgpu.modeling import models
-    from wattgpu.modeling.recipe import recipe_of
-    from wattgpu.modeling.targets import rows_with_target
+    from wattgpu.modeling.learning import models
+    from wattgpu.modeling.learning.recipe import recipe_of
+    from wattgpu.modeling.physical.targets import rows_with_target
 
     rows = rows_with_target("itl", build_features(simulate(catalog, seed=4).iloc[::9], catalog))
     model = models.fit(recipe_of("itl", "fast"), rows, {"iterations": 30})

@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.features import (
+from wattgpu.modeling.physical.features import (
     DEFAULT_ENGINE_YEAR,
     FEATURE_COLUMNS,
     build_features,
@@ -11,7 +11,7 @@ from wattgpu.modeling.features import (
     feature_matrix,
     itl_statistic,
 )
-from wattgpu.modeling.physics import DEFAULT_CONSTANTS
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS
 
 
 def query(**overrides):

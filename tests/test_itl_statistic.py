@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.features import build_features, median_itl
-from wattgpu.modeling.physics import PhysicalConstants, serving_model_columns
-from wattgpu.modeling.targets import MEASURED_COLUMN, rows_with_target
+from wattgpu.modeling.physical.features import build_features, median_itl
+from wattgpu.modeling.physical.physics import PhysicalConstants, serving_model_columns
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN, rows_with_target
 
 # No overheads and peak efficiencies: the step is the plain roofline.
 PLAIN = PhysicalConstants(

@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.lifecycle import tracking, workers
-from wattgpu.modeling.simulate import simulate
+from wattgpu.modeling.physical.simulate import simulate
 
 pytestmark = pytest.mark.slow
 GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from wattgpu.modeling.targets import TARGETS
+from wattgpu.modeling.physical.targets import TARGETS
 
 pytestmark = pytest.mark.slow
 

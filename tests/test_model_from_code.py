@@ -18,14 +18,14 @@ import pytest
 import yaml
 
 from wattgpu.lifecycle.pyfunc import log_pyfunc
-from wattgpu.modeling import models
-from wattgpu.modeling.card import ModelCard
-from wattgpu.modeling.domain import training_domain
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.recipe import recipe_of
-from wattgpu.modeling.simulate import simulate
-from wattgpu.modeling.targets import rows_with_target
-from wattgpu.modeling.uncertainty import IntervalModel
+from wattgpu.modeling.answering.card import ModelCard
+from wattgpu.modeling.answering.domain import training_domain
+from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning.recipe import recipe_of
+from wattgpu.modeling.learning.uncertainty import IntervalModel
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.targets import rows_with_target
 
 pytestmark = pytest.mark.slow
 

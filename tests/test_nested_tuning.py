@@ -5,10 +5,10 @@ import pytest
 
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.lifecycle import tuning
-from wattgpu.modeling.evaluation import nested_out_of_fold, studies_needed
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.recipe import recipe_of
-from wattgpu.modeling.targets import rows_with_target
+from wattgpu.modeling.learning.evaluation import nested_out_of_fold, studies_needed
+from wattgpu.modeling.learning.recipe import recipe_of
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.targets import rows_with_target
 
 FAST = recipe_of("power", "fast")
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def rows():
 
     from wattgpu.data.catalog import Catalog
-    from wattgpu.modeling.simulate import simulate
+    from wattgpu.modeling.physical.simulate import simulate
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
     generated = simulate(catalog, seed=0)

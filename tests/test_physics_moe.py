@@ -11,8 +11,8 @@ import pytest
 
 from wattgpu.cli import cli
 from wattgpu.data.formats import BYTES_PER_PARAM
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.physics import expected_experts, weight_layout
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.physics import expected_experts, weight_layout
 
 
 def test_bytes_per_format_count_their_scales():
@@ -113,7 +113,7 @@ def test_unknown_dtype_is_refused_in_one_line(tmp_path, monkeypatch):
 
 def test_an_uncatalogued_moe_llm_is_described_by_its_experts(catalog):
     from wattgpu.errors import QueryError
-    from wattgpu.modeling.queries import check_queries
+    from wattgpu.modeling.answering.queries import check_queries
 
     spec = {"gpu": "NVIDIA H100 SXM5", "model": "example-org/moe-30b", "scenario": "offline"}
     spec |= {"batch_size": 1.0, "llm_params_b": 30.0, "llm_active_params_b": 3.0}

@@ -34,7 +34,7 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.lifecycle import registry
-from wattgpu.modeling.simulate import simulate
+from wattgpu.modeling.physical.simulate import simulate
 
 pytestmark = pytest.mark.slow
 

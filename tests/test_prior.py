@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.features import build_features, with_prior
-from wattgpu.modeling.prior import (
+from wattgpu.modeling.physical.features import build_features, with_prior
+from wattgpu.modeling.physical.prior import (
     FLOOR_GRID,
     NEUTRAL_START,
     calibration_mask,
@@ -17,9 +17,9 @@ from wattgpu.modeling.prior import (
 
 @pytest.fixture(scope="module")
 def generated(catalog):
-    from wattgpu.modeling.features import build_features
-    from wattgpu.modeling.physics import DEFAULT_CONSTANTS
-    from wattgpu.modeling.simulate import simulate
+    from wattgpu.modeling.physical.features import build_features
+    from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS
+    from wattgpu.modeling.physical.simulate import simulate
 
     rows = build_features(simulate(catalog, seed=0), catalog)
     # the generator's truth differs from where a refit starts

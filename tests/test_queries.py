@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import QueryError
-from wattgpu.modeling.queries import RANGES, Range, check_queries, query_frame
+from wattgpu.modeling.answering.queries import RANGES, Range, check_queries, query_frame
 
 OK = {
     "gpu": "H100",

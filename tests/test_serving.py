@@ -409,4 +409,4 @@ def test_an_internal_error_is_a_500_without_trace_and_logged_with_it(store, tmp_
     assert "ERROR wattgpu.lifecycle.pyfunc: internal error while predicting power" in logged
     trace = logged[logged.index("internal error while predicting power") :]
     assert "Traceback (most recent call last)" in trace
-    assert "wattgpu/modeling/domain.py" in trace and "TypeError" in trace
+    assert "wattgpu/modeling/answering/domain.py" in trace and "TypeError" in trace

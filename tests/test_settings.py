@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR, load_settings
 from wattgpu.lifecycle import registry, tracking
-from wattgpu.modeling.simulate import simulate
+from wattgpu.modeling.physical.simulate import simulate
 
 pytestmark = pytest.mark.slow
 GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA H100 SXM5", "NVIDIA A10G"]

@@ -8,9 +8,9 @@ from conftest import gpu_row, llm_row
 
 from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants, serving_model
-from wattgpu.modeling.simulate import MEASUREMENT_COLUMNS, calibrate, fidelity, simulate
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants, serving_model
+from wattgpu.modeling.physical.simulate import MEASUREMENT_COLUMNS, calibrate, fidelity, simulate
 
 # Round numbers for the hand computations: memory 50 %, compute 50 %, 1 ms per step,
 # 0.1 ms per sequence, idle 10 % of TDP, memory weight 0.5, compute weight 1, server factor 0.5.

@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import ConfigError
-from wattgpu.modeling.splits import LLM_BLOCKS, Folds, split_indices
+from wattgpu.modeling.learning.splits import LLM_BLOCKS, Folds, split_indices
 
 
 def frame():

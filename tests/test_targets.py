@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.targets import decode, encode
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.targets import decode, encode
 
 
 def test_power_is_learnt_as_the_log_ratio_to_the_prior_with_the_engine_floor():

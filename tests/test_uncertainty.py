@@ -2,9 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.recipe import recipe_of
-from wattgpu.modeling.uncertainty import (
+from wattgpu.modeling.learning.recipe import recipe_of
+from wattgpu.modeling.learning.uncertainty import (
     IntervalModel,
     conformal_quantiles,
     fit_difficulty,
@@ -15,6 +14,7 @@ from wattgpu.modeling.uncertainty import (
     interval_figures_by_gpu,
     scenario_quantiles,
 )
+from wattgpu.modeling.physical.features import build_features
 
 FAST = recipe_of("power", "fast")
 WITHOUT = FAST.difficulty_without()
@@ -116,7 +116,7 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
 
 
 def test_the_interval_shares_a_members_inputs(small_catalog):
-    from wattgpu.modeling.models import Pools
+    from wattgpu.modeling.learning.models import Pools
 
     for target in ("power", "itl", "ttft"):
         # the difficulty model leaves out what one member leaves out: one input serves both

@@ -33,7 +33,7 @@ from wattgpu.cli_options import (
 )
 from wattgpu.config import RECIPES, load_settings
 from wattgpu.errors import QueryError, WattgpuError
-from wattgpu.modeling.targets import TARGETS
+from wattgpu.modeling.physical.targets import TARGETS
 
 
 class WattgpuGroup(click.Group):
@@ -279,7 +279,7 @@ def evaluate(
     Markdown; with json or csv the run line goes to stderr.
     """
     from wattgpu.lifecycle import registry, tracking
-    from wattgpu.modeling.evaluation import intervals_markdown, to_markdown
+    from wattgpu.modeling.learning.evaluation import intervals_markdown, to_markdown
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
@@ -611,7 +611,7 @@ def data() -> None:
 def simulate(state: CliState, output: Path, seed: int) -> None:
     """Generate a measurement set from the analytical model (marked as generated in `source`)."""
     from wattgpu.data.catalog import Catalog
-    from wattgpu.modeling.simulate import simulate as draw
+    from wattgpu.modeling.physical.simulate import simulate as draw
 
     settings = state.settings
     rows = draw(Catalog.load(settings.gpus_csv, settings.llms_csv), seed=seed)

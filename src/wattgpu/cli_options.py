@@ -18,7 +18,7 @@ import click
 
 from wattgpu.config import Settings
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.modeling.targets import TARGETS
+from wattgpu.modeling.physical.targets import TARGETS
 
 EVERY_TARGET = "both"
 """The ``--target`` value of a command that can act on every target at once."""

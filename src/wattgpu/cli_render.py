@@ -12,7 +12,7 @@ import math
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from wattgpu.modeling.targets import TARGETS, UNIT
+from wattgpu.modeling.physical.targets import TARGETS, UNIT
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -31,7 +31,7 @@ EXTERNAL_DATA_DIR = Path("data") / "external"
 DEFAULT_HOME = Path("~/.wattgpu")
 """Where runs, models and studies live unless ``WATTGPU_HOME`` or the store variables say."""
 RECIPES = ("full", "fast")
-"""How models are built (``wattgpu.modeling.recipe``): full, as served, or fast, for tests."""
+"""How models are built (``modeling.learning.recipe``): full, as served, or fast, for tests."""
 DEFAULT_RECIPE = "full"
 """The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
 

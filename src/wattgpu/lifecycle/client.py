@@ -13,8 +13,8 @@ from wattgpu.config import Settings
 from wattgpu.errors import ConfigError, DataError, ModelNotFound, QueryError
 from wattgpu.lifecycle import registry, tracking
 from wattgpu.lifecycle.serving import clean_message
-from wattgpu.modeling.inference import FLOAT_OUTPUTS, LOAD_COLUMNS, OUTPUT_COLUMNS
-from wattgpu.modeling.targets import OPTIONAL_TARGETS, UNIT
+from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, LOAD_COLUMNS, OUTPUT_COLUMNS
+from wattgpu.modeling.physical.targets import OPTIONAL_TARGETS, UNIT
 
 ANSWER_COLUMNS = ("prediction", "lower", "upper")
 # The columns of one query that both targets' answers share (names and load).

@@ -27,27 +27,27 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
 from wattgpu.lifecycle import plots, pyfunc, registry, tracking, tuning, workers
-from wattgpu.modeling import models
-from wattgpu.modeling.baselines import NEAREST_METHOD
-from wattgpu.modeling.card import ModelCard
-from wattgpu.modeling.domain import training_domain
-from wattgpu.modeling.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
-from wattgpu.modeling.features import FEATURE_COLUMNS, build_features
-from wattgpu.modeling.recipe import Recipe, recipe_of
-from wattgpu.modeling.splits import SPLITS
-from wattgpu.modeling.targets import (
-    OPTIONAL_TARGETS,
-    SOURCE_COLUMN,
-    TARGETS,
-    check_target,
-    rows_with_target,
-)
-from wattgpu.modeling.uncertainty import (
+from wattgpu.modeling.answering.card import ModelCard
+from wattgpu.modeling.answering.domain import training_domain
+from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning.baselines import NEAREST_METHOD
+from wattgpu.modeling.learning.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
+from wattgpu.modeling.learning.recipe import Recipe, recipe_of
+from wattgpu.modeling.learning.splits import SPLITS
+from wattgpu.modeling.learning.uncertainty import (
     COVERAGE,
     fit_interval,
     held_out_intervals,
     interval_figures,
     interval_figures_by_gpu,
+)
+from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
+from wattgpu.modeling.physical.targets import (
+    OPTIONAL_TARGETS,
+    SOURCE_COLUMN,
+    TARGETS,
+    check_target,
+    rows_with_target,
 )
 
 

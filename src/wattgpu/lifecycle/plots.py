@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from wattgpu.modeling.targets import REPORT_SCALE, UNIT  # noqa: E402
+from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT  # noqa: E402
 
 
 def predicted_vs_measured(oof: pd.DataFrame, target: str, split: str) -> Figure:

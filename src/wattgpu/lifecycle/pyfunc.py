@@ -30,11 +30,11 @@ import wattgpu
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import WattgpuError
 from wattgpu.lifecycle.serving import log_to_stderr
-from wattgpu.modeling.card import IntervalSpec, ModelCard
-from wattgpu.modeling.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
-from wattgpu.modeling.models import Regressor
-from wattgpu.modeling.queries import ALL_FIELDS, query_frame
-from wattgpu.modeling.uncertainty import IntervalModel
+from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
+from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
+from wattgpu.modeling.answering.queries import ALL_FIELDS, query_frame
+from wattgpu.modeling.learning.models import Regressor
+from wattgpu.modeling.learning.uncertainty import IntervalModel
 
 # What the served model imports, pinned in its environment (the rest comes with mlflow):
 # tests/test_served_environment.py checks this against the modules a loaded model imports.
@@ -169,8 +169,8 @@ def signature() -> ModelSignature:
 
     With an input schema MLflow coerces the request before the model sees it: a JSON ``true``
     or ``"0.5"`` becomes a number, 8.9 an 8 in an integer column. Without one the model gets the
-    values as sent and ``wattgpu.modeling.queries`` checks each field's type and range itself
-    (``query_fields`` in the model card and the input example show what a query holds).
+    values as sent and ``wattgpu.modeling.answering.queries`` checks each field's type and range
+    itself (``query_fields`` in the model card and the input example show what a query holds).
     """
     outputs = [
         ColSpec("double", name, required=False)

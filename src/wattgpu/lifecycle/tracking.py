@@ -20,7 +20,7 @@ from mlflow.utils.rest_utils import http_request
 
 from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle.workers import HEARTBEAT_S
-from wattgpu.modeling.targets import TARGETS
+from wattgpu.modeling.physical.targets import TARGETS
 
 EXPERIMENTS = {target: f"wattgpu-{target}" for target in TARGETS}
 EVALUATION_CSV = "evaluation/evaluation.csv"

@@ -16,9 +16,9 @@ import pandas as pd
 
 from wattgpu.errors import ConfigError
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
-from wattgpu.modeling.evaluation import Tuner, out_of_fold, score
+from wattgpu.modeling.learning.evaluation import Tuner, out_of_fold, score
+from wattgpu.modeling.learning.recipe import Recipe
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.recipe import Recipe
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 WORKER_ATTR = "wattgpu.worker"
@@ -212,7 +212,7 @@ def best_params(study: optuna.Study) -> dict[str, Any]:
 
 
 def tuner(recipe: Recipe, *, trials: int, seed: int = 0) -> Tuner:
-    """The tuner ``wattgpu.modeling.evaluation.nested_out_of_fold`` asks for: ``tune_params``.
+    """The tuner ``modeling.learning.evaluation.nested_out_of_fold`` asks for: ``tune_params``.
 
     Raises:
         ConfigError: ``trials`` is below 1.

@@ -2,7 +2,7 @@
 
 ``rank_gpus`` is the pure core: catalogue, load and a predictor in, one row per GPU out. The
 predictor is any callable ``(queries, target) -> predictions`` with the columns of
-``wattgpu.modeling.inference.predict_queries`` (``prediction``, ``lower``, ``upper``,
+``wattgpu.modeling.answering.inference.predict_queries`` (``prediction``, ``lower``, ``upper``,
 ``warnings``; power in W, ITL in ms), one row per query in order. ``recommend`` adds the loading:
 catalogue from the data folder, predictor from the Model Registry or running model servers.
 
@@ -36,8 +36,8 @@ from wattgpu.config import Settings, load_settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
-from wattgpu.modeling.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
-from wattgpu.modeling.queries import WORKLOAD_RANGES
+from wattgpu.modeling.answering.queries import WORKLOAD_RANGES
+from wattgpu.modeling.physical.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
     check_positive,
     check_prices,

@@ -3,7 +3,7 @@
 ``rank_gpus`` takes the catalogue, the day's load and a predictor, and returns one row per GPU
 (the columns of ``COLUMNS``) with memory fit, power, ITL, energy, cost and rank; no MLflow,
 files or network. The predictor is any callable ``(queries, target) -> predictions`` with the
-columns of ``wattgpu.modeling.inference.predict_queries`` (``prediction``, ``lower``,
+columns of ``wattgpu.modeling.answering.inference.predict_queries`` (``prediction``, ``lower``,
 ``upper``, ``warnings``; power in W, ITL in ms), one row per query in order; the arithmetic is
 documented in :mod:`wattgpu.recommendation`. ``verdict`` says the answer in one line.
 """
@@ -18,8 +18,8 @@ import pandas as pd
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ConfigError, QueryError
-from wattgpu.modeling.domain import memory_fits
-from wattgpu.modeling.features import (
+from wattgpu.modeling.answering.domain import memory_fits
+from wattgpu.modeling.physical.features import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
     ENGINE_MAX_BATCH,

@@ -20,8 +20,8 @@ import pandas as pd
 from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
-from wattgpu.modeling import physics
-from wattgpu.modeling.physics import ENGINE_MAX_BATCH
+from wattgpu.modeling.physical import physics
+from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 
 # What a query may leave out, and what it then means.
 DEFAULT_INPUT_TOKENS = 512.0

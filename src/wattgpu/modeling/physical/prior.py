@@ -13,10 +13,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from wattgpu.modeling.features import with_prior
-from wattgpu.modeling.physics import DEFAULT_CONSTANTS, PhysicalConstants
-from wattgpu.modeling.simulate import calibrate
-from wattgpu.modeling.targets import SOURCE_COLUMN, rows_measuring
+from wattgpu.modeling.physical.features import with_prior
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.physical.simulate import calibrate
+from wattgpu.modeling.physical.targets import SOURCE_COLUMN, rows_measuring
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs
 # of ML.ENERGY, whose CPU-bound engine no spec-based model can tell apart (on the same H100 and

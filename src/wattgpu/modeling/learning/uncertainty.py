@@ -26,8 +26,8 @@ from catboost import CatBoostRegressor
 from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
-from wattgpu.modeling.models import Pools, fits_side_by_side, pool
-from wattgpu.modeling.recipe import Recipe
+from wattgpu.modeling.learning.models import Pools, fits_side_by_side, pool
+from wattgpu.modeling.learning.recipe import Recipe
 
 COVERAGE = 0.9
 # |log residual| floor: keeps log(|r|) finite and the smallest intervals away from zero width.

@@ -15,19 +15,19 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.modeling import models
-from wattgpu.modeling.baselines import (
+from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning.baselines import (
     BASELINES,
     NEAREST_BY_SPLIT,
     NEAREST_ITL_EXPONENT,
     NEAREST_METHOD,
     nearest_measured,
 )
-from wattgpu.modeling.features import DEFAULT_ITL_STATISTIC
+from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.learning.splits import LLM_BLOCKS, SPLITS, split_indices
 from wattgpu.modeling.metrics import summarise
-from wattgpu.modeling.recipe import Recipe
-from wattgpu.modeling.splits import LLM_BLOCKS, SPLITS, split_indices
-from wattgpu.modeling.targets import MEASURED_COLUMN
+from wattgpu.modeling.physical.features import DEFAULT_ITL_STATISTIC
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN
 
 # Threads, not worker processes: CatBoost fits release the GIL, so threads are as fast here, and
 # they die with the job. Process pools (joblib's loky) outlive a killed parent for minutes.
@@ -238,8 +238,8 @@ def nested_out_of_fold(
     predicts it.
 
     ``prepare(train, test)``, when given, rewrites both sides of every study's rows and every
-    outer fold from the training side alone (``wattgpu.modeling.prior.refit_prior`` refits the
-    analytical prior so).
+    outer fold from the training side alone (``wattgpu.modeling.physical.prior.refit_prior``
+    refits the analytical prior so).
 
     Returns:
         The predictions (``predictions_frame``) and, per study, the held-out groups and the

@@ -21,7 +21,7 @@ from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
-from wattgpu.modeling.features import BYTES_PER_PARAM, Columns
+from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
 TEXT_FIELDS = ("engine", "dtype")

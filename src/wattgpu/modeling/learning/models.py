@@ -2,7 +2,7 @@
 
 A target's model is the mean, in target space, of a few CatBoost *members*, each fitted on the
 feature matrix less some columns; which columns, and with which settings, its recipe says
-(``wattgpu.modeling.recipe``).
+(``wattgpu.modeling.learning.recipe``).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import pandas as pd
 from catboost import CatBoostRegressor, FeaturesData, Pool
 from catboost.core import log_fixup
 
-from wattgpu.modeling.features import (
+from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.physical.features import (
     CATEGORICAL_FEATURES,
     NUMERIC_FEATURES,
     columns_of,
     feature_matrix,
 )
-from wattgpu.modeling.recipe import Recipe
-from wattgpu.modeling.targets import decode, encode
+from wattgpu.modeling.physical.targets import decode, encode
 
 
 def fits_side_by_side() -> AbstractContextManager[None]:

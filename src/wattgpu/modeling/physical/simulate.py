@@ -1,9 +1,9 @@
 """A generator of a measurement set marked as generated, and the fit of the analytical model.
 
 The analytical model of LLM serving itself (``PhysicalConstants``, ``DEFAULT_CONSTANTS``,
-``serving_model``) lives in ``wattgpu.modeling.physics``; this module fits its constants to measured
-rows (``calibrate``, ``fidelity``) and draws a measurement set from it (``simulate``). Pure: the
-CLI writes the file.
+``serving_model``) lives in ``wattgpu.modeling.physical.physics``; this module fits its
+constants to measured rows (``calibrate``, ``fidelity``) and draws a measurement set from it
+(``simulate``). Pure: the CLI writes the file.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from scipy.optimize import least_squares
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ConfigError, DataError
-from wattgpu.modeling.features import build_features
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.physics import (
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.physics import (
     CONSTANT_BOUNDS,
     DEFAULT_CONSTANTS,
     PhysicalConstants,

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from wattgpu.modeling.uncertainty import COVERAGE, IntervalModel
+from wattgpu.modeling.learning.uncertainty import COVERAGE, IntervalModel
 
 
 @dataclass(frozen=True)

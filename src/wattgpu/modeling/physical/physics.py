@@ -1,10 +1,10 @@
 """The analytical model of LLM serving: power and per-request ITL from specs and workload alone.
 
-Pure functions of DataFrames (no I/O). ``wattgpu.modeling.simulate`` generates a measurement set
-with it and fits its constants; ``wattgpu.modeling.features`` adds its predictions to every row
-as a physics prior that the trees correct. A roofline of the decode step plus queueing, with a
-few constants fitted to real measurements (``bench/simulator_fidelity.py``). Per GPU, with
-``M`` sequences decoded together:
+Pure functions of DataFrames (no I/O). ``wattgpu.modeling.physical.simulate`` generates a
+measurement set with it and fits its constants; ``wattgpu.modeling.physical.features`` adds its
+predictions to every row as a physics prior that the trees correct. A roofline of the decode step
+plus queueing, with a few constants fitted to real measurements (``bench/simulator_fidelity.py``).
+Per GPU, with ``M`` sequences decoded together:
 
 * decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M))``, with
   ``t_mem = (weight bytes read(M) + M * context * kv_bytes_per_token) / (bandwidth * mem_eff)``,
@@ -96,8 +96,8 @@ DEFAULT_CONSTANTS = PhysicalConstants(
 # The host-side time per layer of one decode step of engines other than vLLM (whose overheads the
 # constants above carry), in s: an engine whose kernels are launched layer by layer from Python
 # cannot step faster than this, however fast the GPU, which then waits (and draws less power).
-# Fitted to every reference row with an ITL (``wattgpu.modeling.prior.fit_engine_floors``); refit
-# with  python bench/simulator_fidelity.py --refit
+# Fitted to every reference row with an ITL (``modeling.physical.prior.fit_engine_floors``);
+# refit with  python bench/simulator_fidelity.py --refit
 DEFAULT_ENGINE_FLOORS: dict[str, float] = {
     "deepspeed-mii": 5.618e-04,
     "hf": 1.049e-03,

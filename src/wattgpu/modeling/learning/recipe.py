@@ -20,9 +20,9 @@ from typing import Any
 
 from wattgpu.config import DEFAULT_RECIPE, RECIPES
 from wattgpu.errors import ConfigError
-from wattgpu.modeling.features import CPU_FLOOR_FEATURES, PRIOR_FEATURES, RAW_GPU_SPECS
-from wattgpu.modeling.splits import DEFAULT_FOLDS, Folds
-from wattgpu.modeling.targets import check_target
+from wattgpu.modeling.learning.splits import DEFAULT_FOLDS, Folds
+from wattgpu.modeling.physical.features import CPU_FLOOR_FEATURES, PRIOR_FEATURES, RAW_GPU_SPECS
+from wattgpu.modeling.physical.targets import check_target
 
 
 @dataclass(frozen=True)

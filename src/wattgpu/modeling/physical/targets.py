@@ -1,10 +1,10 @@
 """Model targets and their way back to physical units.
 
 Both targets are the log-ratio of the measurement to the analytical model's answer for the same
-row (``wattgpu.modeling.physics``, added by ``build_features``), so the trees learn only what the
-physics misses, and an unseen GPU's bandwidth and TDP act through the prior, which extrapolates,
-instead of through tree splits, which cannot. Power: ``log(mean_power_w / prior_power_cpu_w)``,
-the prior power of a GPU that waits for the engine's host-side step time; ITL:
+row (``wattgpu.modeling.physical.physics``, added by ``build_features``), so the trees learn
+only what the physics misses, and an unseen GPU's bandwidth and TDP act through the prior, which
+extrapolates, instead of through tree splits, which cannot. Power: ``log(mean_power_w /
+prior_power_cpu_w)``, the prior power of a GPU that waits for the engine's host-side step time; ITL:
 ``log(itl_median_s / prior_itl_s)`` (the measured ITL as the served statistic,
 ``features.median_itl``); TTFT: ``log(ttft_s / prior_ttft_s)``, the prior being the request's
 prefill at the FP16 peak plus its queueing under the load (``features.with_prior``). What each

@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
-from wattgpu.modeling import models
-from wattgpu.modeling.card import ModelCard
-from wattgpu.modeling.domain import cannot_run, domain_warnings
-from wattgpu.modeling.features import build_features
-from wattgpu.modeling.queries import check_query_columns
-from wattgpu.modeling.targets import REPORT_SCALE, UNIT
-from wattgpu.modeling.uncertainty import IntervalModel, interval
+from wattgpu.modeling.answering.card import ModelCard
+from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
+from wattgpu.modeling.answering.queries import check_query_columns
+from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning.uncertainty import IntervalModel, interval
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 
 # The load of each query, echoed in the answer so that rows are told apart (after defaults:
 # what the prediction assumed; batch_size stays blank where the engine chooses).

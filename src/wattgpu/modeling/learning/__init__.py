@@ -1,0 +1,1 @@
+"""Recipes, splits, baselines, the CatBoost members, the evaluation and the intervals."""
