@@ -12,11 +12,14 @@ predictions (``on_shared_rows``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattgpu.errors import ModelNotFound
 from wattgpu.lifecycle import tracking
 from wattgpu.modeling.metrics import mdape
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GATE_TAG = "wattgpu.logo_mdape"
 GATE_DATA_TAG = "wattgpu.logo_mdape_data"
@@ -26,6 +29,15 @@ LOGO_OOF_CSV = "evaluation/oof_LOGO.csv"
 # this many percentage points (on the same rows): a difference smaller than that is within what
 # two tunings of one recipe on one data set differ by, and is not worth a refusal.
 TOLERANCE_PP = 0.1
+
+
+def logo_mdape(oof: pd.DataFrame) -> float:
+    """The held-out figure: MdAPE (%) over every row of a run's out-of-fold LOGO predictions.
+
+    The one definition: the model card's ``logo_mdape`` and the version's ``GATE_TAG`` are both
+    this, computed from the same frame (``LOGO_OOF_CSV``), so they name one number.
+    """
+    return mdape(oof["true"], oof["pred"])
 
 
 @dataclass(frozen=True)

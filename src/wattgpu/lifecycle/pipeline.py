@@ -25,7 +25,7 @@ from wattgpu.config import Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
-from wattgpu.lifecycle import plots, pyfunc, tracking, tuning, workers
+from wattgpu.lifecycle import gate, plots, pyfunc, tracking, tuning, workers
 from wattgpu.modeling import models
 from wattgpu.modeling.baselines import NEAREST_METHOD
 from wattgpu.modeling.card import ModelCard
@@ -187,7 +187,7 @@ def tune(
         params = tuning.best_params(study)
         assessment = assess(target, rows, params, seed=seed, progress=show_progress)
         log_assessment(target, assessment)
-        package(job, rows, params, assessment, best_value=float(study.best_value), seed=seed)
+        package(job, rows, params, assessment, seed=seed)
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -387,7 +387,6 @@ def package(
     params: dict[str, Any],
     assessment: Assessment,
     *,
-    best_value: float,
     seed: int,
 ) -> str:
     """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI."""
@@ -399,7 +398,7 @@ def package(
         "plots/feature_importance.png",
     )
     bounds = fit_interval(target, rows, assessment.oof["LOGO"], rows["gpu"].to_numpy(), seed=seed)
-    card = model_card(job, rows, params, assessment, best_value)
+    card = model_card(job, rows, params, assessment)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
     tracking.set_tags({"wattgpu.model_uri": uri})
@@ -412,9 +411,12 @@ def model_card(
     rows: pd.DataFrame,
     params: dict[str, Any],
     assessment: Assessment,
-    best_value: float,
 ) -> ModelCard:
-    """What the served model carries about itself (``model_metadata.json`` and the pyfunc)."""
+    """What the served model carries about itself (``model_metadata.json`` and the pyfunc).
+
+    Its ``logo_mdape`` is the registry's gate figure (``gate.logo_mdape``) of the same
+    out-of-fold LOGO predictions, not the best trial of the search: one number, one name.
+    """
     table = assessment.table
     logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
     return ModelCard(
@@ -422,7 +424,7 @@ def model_card(
         domain=training_domain(rows),
         params=params,
         data_hash=job.data.data_hash,
-        logo_mdape=float(best_value),
+        logo_mdape=gate.logo_mdape(assessment.oof["LOGO"]),
         logo_mdape_by_scenario=dict(
             zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
         ),
