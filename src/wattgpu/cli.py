@@ -237,8 +237,9 @@ def main_job(
     A target with no production version yet gets its new version promoted to production. TTFT
     is skipped, with a notice, when the data holds no measured ``ttft_s``.
     """
-    from wattgpu.lifecycle import pipeline, registry
+    from wattgpu.lifecycle import pipeline, promotion_lock, registry
 
+    promotion_lock.configure(state.settings.promotion_lease_s)
     for target in TARGETS:
         if target in OPTIONAL_TARGETS and not pipeline.measures(
             state.settings, target, list(data) or None
@@ -248,11 +249,12 @@ def main_job(
         name = f"{study}-{target}" if study else None
         run_id = _run_tune(state, target, trials, time_budget, storage, name, seed, data)
         if register and run_id:
-            version = registry.register(target, run_id)
+            # a first version goes straight to production (decided under the promotion lock),
+            # so predict/recommend answer
+            version, first = registry.register_candidate(target, run_id)
             click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
-            if registry.production_version(target) is None:
-                # a first version goes straight to production, so predict/recommend answer
-                click.echo(_promotion_line(registry.promote(target, version, "production")))
+            if first is not None:
+                click.echo(_promotion_line(first))
 
 
 @cli.command()
@@ -319,10 +321,11 @@ def _echo_frame(table: Any, fmt: str, as_table: Any) -> None:
 @pass_state
 def register(state: CliState, target: str, run_id: str | None) -> None:
     """Register a tuning run's model as wattgpu-TARGET, alias challenger."""
-    from wattgpu.lifecycle import registry, tracking
+    from wattgpu.lifecycle import promotion_lock, registry, tracking
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
+    promotion_lock.configure(state.settings.promotion_lease_s)
     version = registry.register(target, run_id)
     click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
 
@@ -347,10 +350,11 @@ def register(state: CliState, target: str, run_id: str | None) -> None:
 @pass_state
 def promote(state: CliState, target: str, version: int, to: str, force: bool) -> None:
     """Promote a model version, behind the LOGO-MdAPE quality gate."""
-    from wattgpu.lifecycle import registry, tracking
+    from wattgpu.lifecycle import promotion_lock, registry, tracking
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
+    promotion_lock.configure(state.settings.promotion_lease_s)
     click.echo(_promotion_line(registry.promote(target, version, to, force=force)))
 
 

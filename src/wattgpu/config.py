@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from wattgpu.errors import ConfigError
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -41,6 +44,8 @@ class Settings:
         optuna_storage: default Optuna storage URL (default: ``optuna.db`` in ``home``).
         home: the folder of the default stores (``mlflow.db``, its ``mlruns/`` artifacts and
             ``optuna.db``), the same from any directory.
+        promotion_lease_s: how long a promotion may hold a model's promotion lock before
+            another may take it over (``wattgpu.lifecycle.promotion_lock``).
 
     """
 
@@ -48,6 +53,7 @@ class Settings:
     tracking_uri: str = ""
     optuna_storage: str = ""
     home: Path = DEFAULT_HOME.expanduser()
+    promotion_lease_s: float = 30.0
 
     def __post_init__(self) -> None:
         # The stores default to the home, so a Settings(home=...) alone is complete.
@@ -82,7 +88,8 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
 
     ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``WATTGPU_HOME`` (default
     ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home) and
-    ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home).
+    ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home) and
+    ``WATTGPU_PROMOTION_LEASE_S`` (default 30; tests shorten it).
 
     Args:
         environ: the variables to read (default: ``os.environ``).
@@ -95,4 +102,24 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
         home=Path(env.get("WATTGPU_HOME") or DEFAULT_HOME).expanduser(),
         tracking_uri=env.get("MLFLOW_TRACKING_URI") or "",
         optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or "",
+        promotion_lease_s=_seconds(env, "WATTGPU_PROMOTION_LEASE_S", 30.0),
     )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from variable ``name`` (``default`` when unset).
+
+    Raises:
+        ConfigError: the value is not a positive number.
+
+    """
+    value = env.get(name) or ""
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds; got {value!r}")
+    return seconds

@@ -23,7 +23,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound, WattgpuError
-from wattgpu.lifecycle import promotion_lock, tracking
+from wattgpu.lifecycle import promotion_lock, promotion_log, tracking
 from wattgpu.lifecycle.gate import (
     GATE_DATA_TAG,
     GATE_ROWS_TAG,
@@ -32,11 +32,11 @@ from wattgpu.lifecycle.gate import (
     Figure,
     decide,
     figure,
+    logo_mdape,
     on_shared_rows,
     production_figure,
 )
 from wattgpu.lifecycle.promotion_lock import fenced
-from wattgpu.modeling.metrics import mdape
 
 STAGES = ("staging", "production")
 CHALLENGER = "challenger"
@@ -74,6 +74,49 @@ def register(target: str, run_id: str | None = None) -> int:
     running at the same time cannot take the alias away. If tagging fails, the version is
     deleted, so no half-written entry stays behind.
     """
+    client, name, source, tags = _registration(target, run_id)
+    with promotion_lock.held(client, name) as lease:
+        return _register_held(client, lease, name, source, tags)
+
+
+def register_candidate(target: str, run_id: str) -> tuple[int, Promotion | None]:
+    """Register a tuning run's model and, when the target has no production version, promote it.
+
+    What the main job does with each model it trains: both steps run under one hold of the
+    promotion lock, so of several jobs finishing at once exactly one version becomes the first
+    production one, and the others stay challengers (no gate is asked, so none is refused).
+
+    Returns:
+        The new version, and the promotion when it went to production (else ``None``).
+
+    Raises:
+        ConfigError, ModelNotFound: as ``register``.
+        LockBusy: the lock was held too long by another promotion, or lost (then the registry
+            was put back in line with its log before this returned).
+
+    """
+    client, name, source, tags = _registration(target, run_id)
+    with promotion_lock.held(client, name) as lease:
+        version = _register_held(client, lease, name, source, tags)
+        if _state(client, name)["production"] is not None:
+            return version, None
+        stamp = _now()
+        candidate = Figure(float(tags[GATE_TAG]), tags[GATE_DATA_TAG], tags[GATE_ROWS_TAG])
+        try:
+            done = _promote_held(
+                client, lease, target, version, "production", False, candidate, stamp
+            )
+            return version, done
+        except promotion_lock.LockBusy as exc:
+            lost = exc
+    return version, _repair(client, target, version, "production", lease.owner, stamp, lost)
+
+
+def _registration(target: str, run_id: str | None) -> tuple[Any, str, str, dict[str, str]]:
+    """The client, the model's name, the run's model URI and the new version's tags.
+
+    The registered model is created on first use.
+    """
     run_id = run_id or tracking.latest_parent_run(target)
     run = tracking.get_run(run_id)
     if run.data.tags.get("wattgpu.target") != target:
@@ -91,24 +134,33 @@ def register(target: str, run_id: str | None = None) -> int:
             f"run {run_id} logged no model (tag wattgpu.model_uri); nothing to register"
         )
     tags = _version_tags(run)
-    client = MlflowClient()
+    client = _client()
     name = model_name(target)
     _ensure_model(client, name, target)
-    with promotion_lock.held(client, name) as lease:
-        promotion_lock.fence(client, lease)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            version = mlflow.register_model(source, name)
-        try:
-            for key, value in tags.items():
-                client.set_model_version_tag(name, version.version, key, value)
-            fenced(
-                client, lease, client.set_registered_model_alias, name, CHALLENGER, version.version
-            )
-        except Exception:
-            client.delete_model_version(name, version.version)
-            raise
+    return client, name, source, tags
+
+
+def _register_held(
+    client: Any, lease: promotion_lock.Lease, name: str, source: str, tags: dict[str, str]
+) -> int:
+    """Create the version, tag it and give it alias ``challenger``, with the lock held."""
+    promotion_lock.fence(client, lease)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        version = mlflow.register_model(source, name)
+    try:
+        for key, value in tags.items():
+            client.set_model_version_tag(name, version.version, key, value)
+        fenced(client, lease, client.set_registered_model_alias, name, CHALLENGER, version.version)
+    except Exception:
+        client.delete_model_version(name, version.version)
+        raise
     return int(version.version)
+
+
+def _client() -> Any:
+    """A registry client whose calls wait out a locked SQLite store (``promotion_lock.patient``)."""
+    return promotion_lock.patient(MlflowClient())
 
 
 def _ensure_model(client: MlflowClient, name: str, target: str) -> None:
@@ -137,7 +189,7 @@ def _version_tags(run: Any) -> dict[str, str]:
     tags = {
         "wattgpu.run_id": run.info.run_id,
         "wattgpu.data_hash": data,
-        GATE_TAG: f"{mdape(oof['true'], oof['pred']):.6g}",
+        GATE_TAG: f"{logo_mdape(oof):.6g}",
         GATE_DATA_TAG: data,
         GATE_ROWS_TAG: str(len(oof)),
     }
@@ -186,9 +238,13 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
     Staging takes any version with the project's tags: the gate compares it with production and
     records the comparison. Production refuses a version worse than the current one, or one
     measured on other data, unless forced. The whole read-compare-write runs under
-    ``promotion_lock``, each write fenced, so two promotions at once end as one of the two
-    orders would; the decision is recorded after the move. A promotion that loses the lock
-    records that it timed out instead.
+    ``promotion_lock``: the registry is first put in line with the promotion log
+    (``promotion_log``), the decision is committed to the log (a compare-and-set), then the
+    aliases and stages follow it and the decision is tagged, each write fenced.
+
+    A promotion that loses its lock (it stalled past its lease) takes the lock again, puts the
+    aliases and stages back in line with the log (undoing a write of its own that landed late),
+    and tags on the version what happened: it committed (nobody committed after it) or timed out.
 
     Raises:
         ConfigError: unknown stage, or production asked to step down to staging.
@@ -200,29 +256,24 @@ def promote(target: str, version: int, stage: str, force: bool = False) -> Promo
     """
     if stage not in STAGES:
         raise ConfigError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
-    client = MlflowClient()
+    client = _client()
     name = model_name(target)
     candidate = figure(_version(client, name, version))
     with promotion_lock.held(client, name) as lease:
-        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        stamp = _now()
         try:
             return _promote_held(client, lease, target, version, stage, force, candidate, stamp)
         except promotion_lock.LockBusy as exc:
-            # Not fenced: the lock is lost. It only notes on the candidate that this attempt
-            # did not commit, so that no earlier record of it reads as a decision; if even that
-            # fails, the LockBusy below still says what happened.
-            record = f"timed out {stage} at {stamp}: {exc}"
-            try:
-                client.set_model_version_tag(
-                    name, str(version), f"wattgpu.promotion.{stage}", record
-                )
-            except MlflowException:
-                pass
-            raise
+            lost = exc
+    return _repair(client, target, version, stage, lease.owner, stamp, lost)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _promote_held(
-    client: MlflowClient,
+    client: Any,
     lease: promotion_lock.Lease,
     target: str,
     version: int,
@@ -231,10 +282,34 @@ def _promote_held(
     candidate: Figure,
     stamp: str,
 ) -> Promotion:
-    """The gate and the move, with the lock held: read production, decide, move, record."""
+    """The promotion with the lock held (see ``promote``).
+
+    A late commit by a holder that lost the lock can take the number this one meant to commit;
+    then the gate decides again on what that commit left.
+    """
+    for _ in range(3):
+        done = _decide_and_commit(client, lease, target, version, stage, force, candidate, stamp)
+        if done is not None:
+            return done
+    raise promotion_lock.LockBusy(
+        "three late commits of promotions that lost the lock came between this promotion's "
+        "decision and its commit; nothing was moved, try again"
+    )
+
+
+def _decide_and_commit(
+    client: Any,
+    lease: promotion_lock.Lease,
+    target: str,
+    version: int,
+    stage: str,
+    force: bool,
+    candidate: Figure,
+    stamp: str,
+) -> Promotion | None:
+    """Reconcile, read production, decide, commit, derive, record; ``None`` on a lost commit."""
     name = model_name(target)
-    # Read production only now, under the lock: what the gate compares with is what the
-    # alias move below replaces.
+    before = _reconcile(client, lease, name, {})
     production = _alias_version(client, name, "production")
     if production is not None and int(production.version) == version and stage == "staging":
         raise ConfigError(
@@ -256,9 +331,12 @@ def _promote_held(
     if decision == "refused":
         fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
         raise PromotionRefused(refusal)
-    replaced = _move(client, lease, name, version, stage, stamp)
-    fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
-    return Promotion(
+    state = _state(client, name)
+    replaced = state[stage] if state[stage] != version else None
+    state[stage] = version
+    if stage == "production" and state["staging"] == version:
+        state["staging"] = None  # a version holds one stage: the higher
+    done = Promotion(
         target,
         version,
         stage,
@@ -267,36 +345,140 @@ def _promote_held(
         replaced if stage == "production" else None,
         decision == "forced",
     )
+    entry = promotion_log.commit(client, lease, name, before, state, _entry_tags(done, record))
+    if entry is None:
+        return None
+    notes = {str(replaced): f"replaced by v{version} in {stage} at {stamp}"} if replaced else {}
+    _reconcile(client, lease, name, notes)
+    fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
+    if not _follows(client, lease, name, entry):
+        _reconcile(client, lease, name, notes)  # a late write of another holder came between
+        if not _follows(client, lease, name, entry):
+            raise promotion_lock.LockBusy(
+                f"{name}'s aliases keep changing under this promotion's lock (late writes of "
+                f"promotions that lost the lock)"
+            )
+    promotion_lock.check(lease)
+    return done
 
 
-def _move(
-    client: MlflowClient,
-    lease: promotion_lock.Lease,
-    name: str,
+def _entry_tags(done: Promotion, record: str) -> dict[str, str]:
+    """What a log entry says about the promotion that wrote it (enough to report it again)."""
+    return {
+        "stage": done.stage,
+        "version": str(done.version),
+        "record": record[:4000],
+        "candidate_mdape": f"{done.candidate_mdape:.6g}",
+        "production_mdape": "" if done.production_mdape is None else f"{done.production_mdape:.6g}",
+        "previous_production": str(done.previous_production or ""),
+        "forced": str(done.forced).lower(),
+    }
+
+
+def _from_entry(target: str, entry: promotion_log.Entry) -> Promotion:
+    tags = entry.tags
+    return Promotion(
+        target,
+        int(tags["version"]),
+        tags["stage"],
+        float(tags["candidate_mdape"]),
+        float(tags["production_mdape"]) if tags.get("production_mdape") else None,
+        int(tags["previous_production"]) if tags.get("previous_production") else None,
+        tags.get("forced") == "true",
+    )
+
+
+def _state(client: Any, name: str) -> dict[str, int | None]:
+    """Which version holds each stage: the log's head, or the aliases where there is no log."""
+    found = promotion_log.head(client, name)
+    if found is not None:
+        return dict(found.state)
+    aliases = client.get_registered_model(name).aliases or {}
+    return {stage: int(aliases[stage]) if stage in aliases else None for stage in STAGES}
+
+
+def _reconcile(
+    client: Any, lease: promotion_lock.Lease, name: str, notes: dict[str, str]
+) -> promotion_log.Entry | None:
+    """Make aliases and stages say what the log's head says (every write fenced); return the head.
+
+    Undoes whatever a holder that lost the lock wrote late; without a log (a registry of an
+    older wattgpu) the aliases are taken as they are. Older log entries are deleted.
+    """
+    found = promotion_log.head(client, name)
+    if found is not None:
+        aliases = client.get_registered_model(name).aliases or {}
+        for stage in STAGES:
+            want, have = found.state[stage], aliases.get(stage)
+            if want is not None and str(have) != str(want):
+                fenced(client, lease, client.set_registered_model_alias, name, stage, str(want))
+            elif want is None and have is not None:
+                fenced(client, lease, client.delete_registered_model_alias, name, stage)
+        promotion_log.prune(client, lease, name, found)
+    _tidy(client, lease, name, notes)
+    return found
+
+
+def _follows(
+    client: Any, lease: promotion_lock.Lease, name: str, entry: promotion_log.Entry
+) -> bool:
+    """Whether the lock is still ours, ``entry`` is the log's head and the aliases follow it.
+
+    Raises:
+        LockBusy: the lock is no longer ours (``promotion_lock.fence``).
+
+    """
+    promotion_lock.fence(client, lease)
+    found = promotion_log.head(client, name)
+    aliases = client.get_registered_model(name).aliases or {}
+    return (
+        found is not None
+        and found.tags.get("owner") == lease.owner
+        and all(str(aliases.get(s)) == str(entry.state[s]) for s in STAGES)
+    )
+
+
+def _repair(
+    client: Any,
+    target: str,
     version: int,
     stage: str,
+    owner: str,
     stamp: str,
-) -> int | None:
-    """Move the alias (the commit), then make every version's aliases and stage tell one story.
+    lost: promotion_lock.LockBusy,
+) -> Promotion:
+    """After a lost lock: take it again, put the registry in line with the log, say what happened.
 
-    Returns the version that lost the alias, if another.
+    Returns the promotion when its commit is the log's head (it happened, and nothing came
+    after it); otherwise tags the version "timed out" and raises ``lost``.
     """
-    previous = _alias_version(client, name, stage)
-    fenced(client, lease, client.set_registered_model_alias, name, stage, str(version))
-    replaced = None if previous is None or int(previous.version) == version else previous.version
-    _tidy(client, lease, name, {str(replaced): f"replaced by v{version} in {stage} at {stamp}"})
-    return None if replaced is None else int(replaced)
+    name = model_name(target)
+    tag = f"wattgpu.promotion.{stage}"
+    try:
+        with promotion_lock.held(client, name) as lease:
+            found = _reconcile(client, lease, name, {})
+            if found is not None and found.tags.get("owner") == owner:
+                record = found.tags.get("record", "") + " (committed after its lock was lost)"
+                fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
+                return _from_entry(target, found)
+            if found is None or found.state[stage] != version:
+                now = "none" if found is None else f"v{found.state[stage]}"
+                record = f"timed out {stage} at {stamp}: {lost}; {stage} is {now}"
+                fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
+    except promotion_lock.LockBusy as again:
+        raise promotion_lock.LockBusy(
+            f"{lost}; the registry could not be checked afterwards ({again}); the next "
+            f"promotion of {name} puts its aliases and stages back in line"
+        ) from None
+    raise lost
 
 
-def _tidy(
-    client: MlflowClient, lease: promotion_lock.Lease, name: str, notes: dict[str, str]
-) -> None:
-    """Make the aliases tell one story, every write fenced; the aliases are the truth.
+def _tidy(client: Any, lease: promotion_lock.Lease, name: str, notes: dict[str, str]) -> None:
+    """Make the aliases tell one story, every write fenced.
 
     A version holds at most one of ``challenger``, ``staging``, ``production`` (the highest
     wins); its stage mirrors that alias; a version in stage Staging or Production that holds
-    neither alias is archived, with ``notes`` (by version) or a plain note as its reason. It also
-    finishes a move that a promotion which lost its lock left half done.
+    neither alias is archived, with ``notes`` (by version) or a plain note as its reason.
     """
     held: dict[str, list[str]] = {}
     for alias, version in (client.get_registered_model(name).aliases or {}).items():
@@ -320,8 +502,7 @@ def _tidy(
             note = notes.get(version, f"held no {found.current_stage.lower()} alias")
             fenced(client, lease, client.set_model_version_tag, name, version, ARCHIVED_TAG, note)
         if stage is not None and found.current_stage != stage:
-            promotion_lock.fence(client, lease)
-            _transition_stage(client, name, int(version), stage)
+            fenced(client, lease, _transition_stage, client, name, int(version), stage)
 
 
 def _transition_stage(client: MlflowClient, name: str, version: int, stage: str) -> None:
