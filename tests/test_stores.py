@@ -76,3 +76,29 @@ def test_a_reading_command_names_the_missing_store_and_leaves_nothing(home, tmp_
         "has them\n"
     )
     assert list(tmp_path.iterdir()) == []  # no home, no ./mlflow.db, no ./mlruns
+
+
+@pytest.mark.slow
+def test_tune_creates_the_default_optuna_store_where_only_mlflow_is_set(tmp_path, monkeypatch):
+    """No home yet and only MLFLOW_TRACKING_URI set: the Optuna store's folder is made on use."""
+    from wattgpu.config import SHIPPED_DATA_DIR
+    from wattgpu.data.catalog import Catalog
+    from wattgpu.modeling.simulate import simulate
+
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
+    rows = simulate(catalog, seed=2)
+    data = tmp_path / "small.csv"
+    three = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA H100 SXM5"]
+    rows[rows["gpu"].isin(three)].to_csv(data, index=False)
+    home = tmp_path / "user" / ".wattgpu-home"
+    for variable in ("WATTGPU_OPTUNA_STORAGE", "WATTGPU_DATA_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("WATTGPU_HOME", str(home))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}")
+    args = ["tune", "--target", "power", "--trials", "1", "--data", str(data)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert (home / "optuna.db").is_file()
+    assert (tmp_path / "elsewhere" / "mlflow.db").is_file()
+    assert not (home / "mlflow.db").exists()  # MLflow's store is the one the variable names
