@@ -316,3 +316,48 @@ def test_a_register_racing_a_promotion_keeps_its_alias(tmp_path):
     # |101-100|, |98-100|, |104-100|, |100-100| over 100: 1, 2, 4, 0 %; the median is 1.5 %
     assert tags[registry.GATE_TAG] == "1.5"
     assert tags[registry.GATE_DATA_TAG] == "d1" and tags[registry.GATE_ROWS_TAG] == "4"
+
+
+# A process that holds SQLite's write lock on the store (argv[1]) for argv[2] seconds, as a
+# process stopped inside a write transaction does.
+LOCKER = """
+import sqlite3, sys, time
+connection = sqlite3.connect(sys.argv[1])
+connection.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+connection.rollback()
+"""
+
+
+def test_a_store_locked_by_another_process_is_waited_out_for_a_lease_then_given_up(tmp_path):
+    """MLflow's own SQLite busy wait is 20 s: a promotion with a 30 s lease retries after it."""
+    client = make_registry(tmp_path, {1: 3.0})
+    database = tmp_path / "mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{database}"}
+    promote = [sys.executable, "-m", "wattgpu", "promote", "--target", "power", "--version", "1"]
+    promote += ["--to", "production"]
+
+    def locked_for(seconds: float, lease: str) -> subprocess.CompletedProcess:
+        locker = subprocess.Popen(
+            [sys.executable, "-c", LOCKER, str(database), str(seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert locker.stdout.readline().strip() == "locked"
+        env["WATTGPU_PROMOTION_LEASE_S"] = lease
+        done = subprocess.run(promote, env=env, capture_output=True, text=True, timeout=300)
+        locker.kill()
+        locker.communicate()
+        return done
+
+    # locked for good: after the busy wait (longer than a 3 s lease), one line and nothing moved
+    given_up = locked_for(600, "3")
+    assert given_up.returncode == 1, given_up.stderr
+    assert given_up.stderr.startswith("Error: the SQLite store stayed locked by another process")
+    assert len(given_up.stderr.strip().splitlines()) == 1, given_up.stderr
+    assert state(client)[1][:2] == ("challenger", "None")
+    # locked for 30 s: the first attempt gives up after MLflow's 20 s, the retry goes through
+    waited = locked_for(30, "30")
+    assert waited.returncode == 0, waited.stderr
+    assert state(client)[1][:2] == ("production", "Production")
