@@ -211,9 +211,15 @@ def test_a_stalled_holder_through_a_tracking_server(tmp_path, short_lease):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     with background([*server, "--port", str(port)], env, tmp_path, tmp_path / "server.log") as proc:
         wait_for(f"http://127.0.0.1:{port}/health", proc, seconds=300)
-        uri = f"http://127.0.0.1:{port}"
+        stall_rounds_on(f"http://127.0.0.1:{port}", tmp_path)
+
+
+def stall_rounds_on(uri: str, tmp_path) -> None:
+    """A round of each stall point on the store ``uri``, each from a fresh registry."""
+    before = promotion_lock.LEASE_S
+    promotion_lock.configure(LEASE_S)
+    try:
         for number, stall in enumerate(STALLS):
-            # one store for all rounds: each round's model is made afresh
             for found in MlflowClient(uri).search_registered_models():
                 MlflowClient(uri).delete_registered_model(found.name)
             root = tmp_path / f"round{number}"
@@ -221,6 +227,8 @@ def test_a_stalled_holder_through_a_tracking_server(tmp_path, short_lease):
             client = starting_registry(root, uri)
             held = start_promoter(root, 2, stall, lease=LEASE_S, uri=uri)
             stalled_holder(held, stall, 2, 3, client)
+    finally:
+        promotion_lock.configure(before)
 
 
 def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(

@@ -102,3 +102,37 @@ def test_tune_creates_the_default_optuna_store_where_only_mlflow_is_set(tmp_path
     assert (home / "optuna.db").is_file()
     assert (tmp_path / "elsewhere" / "mlflow.db").is_file()
     assert not (home / "mlflow.db").exists()  # MLflow's store is the one the variable names
+
+
+def test_a_server_database_that_lost_the_creation_race_is_opened_again():
+    from wattgpu.lifecycle import store_creation
+
+    url = "postgresql+psycopg2://wattgpu@db.example/mlflow"
+    calls = []
+
+    def open_store() -> str:
+        calls.append(1)
+        if len(calls) == 1:  # what psycopg2 says when another job created the table first
+            raise RuntimeError('(psycopg2.errors.DuplicateTable) relation "metrics" already exists')
+        return "opened"
+
+    assert store_creation.opened_once(url, open_store) == "opened"
+    assert len(calls) == 2
+
+    def refused() -> str:
+        calls.append(1)
+        raise RuntimeError('FATAL: password authentication failed for user "wattgpu"')
+
+    with pytest.raises(RuntimeError, match="password authentication failed"):
+        store_creation.opened_once(url, refused)
+    assert len(calls) == 3  # not retried
+
+
+def test_an_sqlite_store_is_opened_under_a_lock_beside_it_in_a_folder_made_for_it(tmp_path):
+    from wattgpu.lifecycle import store_creation
+
+    database = tmp_path / "new" / "optuna.db"
+    seen = store_creation.opened_once(
+        f"sqlite:///{database}", lambda: sorted(database.parent.iterdir())
+    )
+    assert seen == [database.parent / "optuna.db.lock"]

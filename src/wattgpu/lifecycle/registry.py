@@ -4,10 +4,13 @@ Registered models ``wattgpu-power`` and ``wattgpu-itl``. A new version gets the 
 ``challenger``; promotion moves the ``staging`` / ``production`` alias and, where the installed
 MLflow still supports them, the classic stages (deprecated since MLflow 2.9, still working in 3.x).
 Registration and promotion of a model run under one lock (``promotion_lock``), each write fenced.
+Which version holds each stage is recorded in the promotion log (``promotion_log``), committed
+with a compare-and-set; the aliases and stages are derived from it and put back in line with it
+by every promotion, so a late write of a holder that lost its lock does not stay.
 
 The gate (``gate``) compares the candidate's leave-one-GPU-out MdAPE with production's on the
-same rows; the decision is recorded, after the move, as a version tag with both figures and the
-data of each.
+same rows; the decision is recorded, after the commit, as a version tag with both figures and
+the data of each.
 """
 
 from __future__ import annotations
@@ -84,7 +87,8 @@ def register_candidate(target: str, run_id: str) -> tuple[int, Promotion | None]
 
     What the main job does with each model it trains: both steps run under one hold of the
     promotion lock, so of several jobs finishing at once exactly one version becomes the first
-    production one, and the others stay challengers (no gate is asked, so none is refused).
+    production one, and the others stay challengers (the first one has no production to be
+    compared with, so it is not refused).
 
     Returns:
         The new version, and the promotion when it went to production (else ``None``).
