@@ -460,13 +460,18 @@ def _repair(
     tag = f"wattgpu.promotion.{stage}"
     try:
         with promotion_lock.held(client, name) as lease:
-            found = _reconcile(client, lease, name, {})
-            if found is not None and found.tags.get("owner") == owner:
+            found = promotion_log.head(client, name)
+            ours = found is not None and found.tags.get("owner") == owner
+            replaced = found.tags.get("previous_production") if ours else None
+            note = f"replaced by v{version} in {stage} at {stamp}"
+            found = _reconcile(client, lease, name, {replaced: note} if replaced else {})
+            if ours and found is not None and found.tags.get("owner") == owner:
                 record = found.tags.get("record", "") + " (committed after its lock was lost)"
                 fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
                 return _from_entry(target, found)
-            if found is None or found.state[stage] != version:
-                now = "none" if found is None else f"v{found.state[stage]}"
+            holder = _state(client, name)[stage]
+            if holder != version:  # else another promotion put it there: its record stands
+                now = "none" if holder is None else f"v{holder}"
                 record = f"timed out {stage} at {stamp}: {lost}; {stage} is {now}"
                 fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
     except promotion_lock.LockBusy as again:
