@@ -20,7 +20,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from test_registry import NAME, make_registry, state
 
-from wattgpu.lifecycle import promotion_lock, promotion_log, registry, tracking
+from wattgpu.lifecycle import promotion, promotion_lock, promotion_log, registry, tracking
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 PROMOTER = """
 import os, signal, sys, time
 from mlflow.tracking import MlflowClient
-from wattgpu.lifecycle import promotion_lock, promotion_log, registry, tracking
+from wattgpu.lifecycle import promotion, promotion_lock, promotion_log, registry, tracking
 
 uri, version, stall, lease = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 tracking.configure(uri)
@@ -237,13 +237,13 @@ def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(
     client = make_registry(tmp_path, {1: 3.0, 2: 2.0})
     registry.promote("power", 1, "production")
     # a gate that takes a whole lease to decide: the commit after it is refused by the fence
-    decide = registry.decide
+    decide = promotion.decide
 
     def slow_decide(*args: object) -> tuple[str, str, str]:
         time.sleep(short_lease)
         return decide(*args)
 
-    monkeypatch.setattr(registry, "decide", slow_decide)
+    monkeypatch.setattr(promotion, "decide", slow_decide)
     with pytest.raises(promotion_lock.LockBusy, match="lost the promotion lock: its lease ran out"):
         registry.promote("power", 2, "production")
     after = state(client)
