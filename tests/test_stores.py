@@ -136,3 +136,16 @@ def test_an_sqlite_store_is_opened_under_a_lock_beside_it_in_a_folder_made_for_i
         f"sqlite:///{database}", lambda: sorted(database.parent.iterdir())
     )
     assert seen == [database.parent / "optuna.db.lock"]
+
+
+def test_the_promotion_lease_is_a_setting_and_a_bad_one_is_refused_in_one_line():
+    from wattgpu.errors import ConfigError
+
+    assert load_settings({}).promotion_lease_s == 30.0
+    assert load_settings({"WATTGPU_PROMOTION_LEASE_S": "2.5"}).promotion_lease_s == 2.5
+    for bad in ("soon", "0", "-3", "inf"):
+        with pytest.raises(ConfigError) as refused:
+            load_settings({"WATTGPU_PROMOTION_LEASE_S": bad})
+        assert str(refused.value) == (
+            f"WATTGPU_PROMOTION_LEASE_S must be a positive number of seconds; got {bad!r}"
+        )

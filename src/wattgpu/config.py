@@ -87,7 +87,7 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
     """Build the settings from environment variables; the CLI calls it once, at command start.
 
     ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``WATTGPU_HOME`` (default
-    ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home) and
+    ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home),
     ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home) and
     ``WATTGPU_PROMOTION_LEASE_S`` (default 30; tests shorten it).
 
