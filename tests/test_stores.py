@@ -128,14 +128,16 @@ def test_a_server_database_that_lost_the_creation_race_is_opened_again():
     assert len(calls) == 3  # not retried
 
 
-def test_an_sqlite_store_is_opened_under_a_lock_beside_it_in_a_folder_made_for_it(tmp_path):
+def test_an_sqlite_store_is_opened_under_a_lock_beside_it_and_no_folder_is_made(tmp_path):
     from wattgpu.lifecycle import store_creation
 
-    database = tmp_path / "new" / "optuna.db"
-    seen = store_creation.opened_once(
-        f"sqlite:///{database}", lambda: sorted(database.parent.iterdir())
-    )
-    assert seen == [database.parent / "optuna.db.lock"]
+    database = tmp_path / "optuna.db"
+    seen = store_creation.opened_once(f"sqlite:///{database}", lambda: sorted(tmp_path.iterdir()))
+    assert seen == [tmp_path / "optuna.db.lock"]
+    # a folder that is not there stays a user's error (SQLite's, when it opens the file)
+    missing = tmp_path / "no" / "such" / "optuna.db"
+    assert store_creation.opened_once(f"sqlite:///{missing}", lambda: "opened") == "opened"
+    assert not (tmp_path / "no").exists()
 
 
 def test_the_promotion_lease_is_a_setting_and_a_bad_one_is_refused_in_one_line():

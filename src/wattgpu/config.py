@@ -62,6 +62,14 @@ class Settings:
         if not self.optuna_storage:
             object.__setattr__(self, "optuna_storage", sqlite_uri(self.home / "optuna.db"))
 
+    def make_home_for(self, url: str) -> None:
+        """Create the home folder when ``url`` is one of its default stores (first use).
+
+        A store the user named elsewhere is left alone: a folder missing there is their error.
+        """
+        if url in (sqlite_uri(self.home / "mlflow.db"), sqlite_uri(self.home / "optuna.db")):
+            self.home.expanduser().mkdir(parents=True, exist_ok=True)
+
     @property
     def gpus_csv(self) -> Path:
         """The GPU catalogue."""

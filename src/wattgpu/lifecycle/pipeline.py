@@ -223,6 +223,7 @@ def prepare(
     data = load_data(settings, data_paths)
     storage = storage or settings.optuna_storage
     study_name = study_name or f"wattgpu-{target}-{data.data_hash[:10]}"
+    settings.make_home_for(storage)  # whichever store variables are set, the defaults' folder
     study = tuning.open_study(storage, study_name, seed)
     _sweep(target, study, study_name, notify)
     done = tuning.completed_trials(study)

@@ -205,7 +205,18 @@ def acquire(client: MlflowClient, model: str, wait_s: float, lease_s: float | No
             client.create_registered_model(
                 name, tags=tags, description=f"promotion lock of {model} (wattgpu)"
             )
-            return Lease(name, owner, started + lease_s)
+            lease = Lease(name, owner, started + lease_s)
+            if time.monotonic() < lease.expires - MARGIN_S:
+                return lease
+            # The store kept the request most of a lease (a locked SQLite file, a slow server):
+            # a lock with no lease left is of no use. Give it back and take it afresh.
+            release(client, lease)
+            if time.monotonic() > deadline:
+                raise LockBusy(
+                    f"the registry took most of a {lease_s:g} s lease to answer each attempt to "
+                    f"take the promotion lock of {model} for {wait_s:.0f} s; try again"
+                )
+            continue
         except MlflowException as exc:
             # The SQL store answers a taken name by reading the holder back; when the holder
             # released it in between, that read says "not found": the lock is free, try again.

@@ -46,8 +46,14 @@ def is_server_database(url: str) -> bool:
 
 @contextmanager
 def file_lock(database: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``<database>.lock`` (created with its folder) for the block."""
-    database.parent.mkdir(parents=True, exist_ok=True)
+    """Hold an exclusive lock on ``<database>.lock`` beside the database for the block.
+
+    No folder is made: a database in a folder that does not exist is the caller's to refuse
+    (SQLite says "unable to open database file"), so without its folder no lock is taken.
+    """
+    if not database.parent.is_dir():
+        yield
+        return
     with open(database.with_name(database.name + ".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
         yield

@@ -57,8 +57,7 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
             # The heartbeat lets any worker fail the running trials of a worker that died on
             # another machine once HEARTBEAT_GRACE_S has passed without a beat.
             # Optuna creates its schema on first open: serialised, so that two jobs starting
-            # on a fresh storage do not both create it (store_creation), and an SQLite file's
-            # folder is created first, whichever store variables the user set.
+            # on a fresh storage do not both create it (store_creation).
             rdb = store_creation.opened_once(
                 storage,
                 lambda: optuna.storages.RDBStorage(
