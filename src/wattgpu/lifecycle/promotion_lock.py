@@ -206,15 +206,15 @@ def acquire(client: MlflowClient, model: str, wait_s: float, lease_s: float | No
                 name, tags=tags, description=f"promotion lock of {model} (wattgpu)"
             )
             lease = Lease(name, owner, started + lease_s)
-            if time.monotonic() < lease.expires - MARGIN_S:
+            if time.monotonic() < started + lease_s / 2:
                 return lease
-            # The store kept the request most of a lease (a locked SQLite file, a slow server):
-            # a lock with no lease left is of no use. Give it back and take it afresh.
+            # The store kept the request half a lease or more (a locked SQLite file, a slow
+            # server): a lock with little lease left is of no use. Give it back, take it afresh.
             release(client, lease)
             if time.monotonic() > deadline:
                 raise LockBusy(
-                    f"the registry took most of a {lease_s:g} s lease to answer each attempt to "
-                    f"take the promotion lock of {model} for {wait_s:.0f} s; try again"
+                    f"the registry took half a {lease_s:g} s lease or more to answer each "
+                    f"attempt to take the promotion lock of {model} for {wait_s:.0f} s; try again"
                 )
             continue
         except MlflowException as exc:
