@@ -33,7 +33,8 @@ from conftest import REPO
 from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR
-from wattgpu.lifecycle import registry
+from wattgpu.lifecycle import promotion_log, registry
+from wattgpu.lifecycle.gate import TOLERANCE_PP
 from wattgpu.modeling.physical.simulate import simulate
 
 pytestmark = pytest.mark.slow
@@ -126,7 +127,7 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
 
 def test_promotions_on_a_postgres_uri(postgres, tmp_path):
     """The registry lifecycle tests with the store as a PostgreSQL URI (no tracking server)."""
-    from test_promotion_fencing import stalled_holder
+    from test_promotion_fencing import stall_rounds_on
     from test_registry import two_promotions_at_once
 
     engine = sqlalchemy.create_engine(postgres, isolation_level="AUTOCOMMIT")
@@ -138,7 +139,7 @@ def test_promotions_on_a_postgres_uri(postgres, tmp_path):
     (tmp_path / "race").mkdir()
     (tmp_path / "stall").mkdir()
     two_promotions_at_once(tmp_path / "race", uri=f"{base}/registry_race")
-    stalled_holder(tmp_path / "stall", uri=f"{base}/registry_stall")
+    stall_rounds_on(f"{base}/registry_stall", tmp_path / "stall")
 
 
 def free_port() -> int:
@@ -321,10 +322,11 @@ def promote_two_at_once_through(server_url: str, env: dict[str, str], run) -> No
     for _ in range(2):  # v2 and v3, from the latest run; their gate numbers set below
         assert run(["wattgpu", "register", "--target", "power"]).returncode == 0
     base = float(client.get_model_version("wattgpu-power", "1").tags[registry.GATE_TAG])
-    # v3 beats v2 beats production v1: v2 first is accepted and then replaced by v3; v3 first
-    # refuses v2. Unserialised, both would be judged against v1.
-    client.set_model_version_tag("wattgpu-power", "2", registry.GATE_TAG, str(base - 0.5))
-    client.set_model_version_tag("wattgpu-power", "3", registry.GATE_TAG, str(base - 1.0))
+    # v3 beats v2 beats production v1, each by more than the tolerance: v2 first is accepted
+    # and then replaced by v3; v3 first refuses v2. Unserialised, both would be judged against v1.
+    step = 1.5 * TOLERANCE_PP
+    client.set_model_version_tag("wattgpu-power", "2", registry.GATE_TAG, str(base - step))
+    client.set_model_version_tag("wattgpu-power", "3", registry.GATE_TAG, str(base - 2 * step))
     command = ["wattgpu", "promote", "--target", "power", "--to", "production", "--version"]
     pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     procs = [subprocess.Popen([*command, v], env=env, **pipe) for v in ("2", "3")]
@@ -342,4 +344,7 @@ def promote_two_at_once_through(server_url: str, env: dict[str, str], run) -> No
         assert results[0][0][1].strip().startswith("Error: refused: wattgpu-power v2")
         assert records["2"].startswith("refused") and "vs production v3" in records["2"]
         assert "vs production v1" in records["3"] and "replaced v1" in records["3"]
-    assert {m.name for m in client.search_registered_models()} == {"wattgpu-power"}
+    # the lock was released; the promotion log holds its head only, which says v3
+    names = {m.name for m in client.search_registered_models()}
+    assert {n for n in names if ".promotions." not in n} == {"wattgpu-power"}
+    assert promotion_log.head(client, "wattgpu-power").state["production"] == 3

@@ -9,6 +9,7 @@ as in ``test_registry``: the lock and the gate read tags and aliases only.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,43 +17,65 @@ import time
 
 import mlflow
 import pytest
+from mlflow.tracking import MlflowClient
 from test_registry import NAME, make_registry, state
 
-from wattgpu.lifecycle import promotion_lock, registry, tracking
+from wattgpu.lifecycle import promotion, promotion_lock, promotion_log, registry, tracking
 
 pytestmark = pytest.mark.slow
 
-# A `wattgpu promote` whose first read of the production alias under the lock is followed by a
-# stall: SIGSTOP of itself (STALL=stop) or a sleep (STALL=seconds) on reading the aliases.
+# A `wattgpu promote` that stalls once, at one point of its promotion (argv[3]):
+# - "stop": SIGSTOP of itself right after it read production under the lock (before any write);
+# - "commit": SIGSTOP inside its commit to the promotion log, after the fence let it through;
+# - "alias": SIGSTOP inside its move of the production alias, after the fence let it through
+#   (a write that lands late: what left alias and stage on two versions before the log);
+# - a number: a sleep of that many seconds after it read the aliases (to tidy them).
 PROMOTER = """
 import os, signal, sys, time
 from mlflow.tracking import MlflowClient
-from wattgpu.lifecycle import promotion_lock, registry, tracking
+from wattgpu.lifecycle import promotion, promotion_lock, promotion_log, registry, tracking
 
 uri, version, stall, lease = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 tracking.configure(uri)
-promotion_lock.LEASE_S = lease
+promotion_lock.configure(lease)
 by_alias, registered = MlflowClient.get_model_version_by_alias, MlflowClient.get_registered_model
+create, move = MlflowClient.create_registered_model, MlflowClient.set_registered_model_alias
 done = []
+
+def stop(what):
+    done.append(1)
+    print(what, flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
 
 def read_production(self, name, alias):
     found = by_alias(self, name, alias)
     if stall == "stop" and alias == "production" and not done:
-        done.append(1)
-        print("read production", flush=True)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        stop("read production")
     return found
+
+def commit(self, name, *args, **kwargs):
+    if stall == "commit" and ".promotions." in name and not done:
+        stop("committing")
+    return create(self, name, *args, **kwargs)
+
+def move_alias(self, name, alias, moved):
+    if stall == "alias" and alias == "production" and str(moved) == str(version) and not done:
+        stop("moving the alias")
+    return move(self, name, alias, moved)
 
 def read_aliases(self, name):
     found = registered(self, name)
-    if stall != "stop" and name == "wattgpu-power" and not done:
+    if stall not in ("stop", "commit", "alias") and name == "wattgpu-power" and not done:
         done.append(1)
         print("read aliases", flush=True)
         time.sleep(float(stall))
     return found
 
 MlflowClient.get_model_version_by_alias = read_production
+MlflowClient.create_registered_model = commit
+MlflowClient.set_registered_model_alias = move_alias
 MlflowClient.get_registered_model = read_aliases
+sys.stdin.readline()  # started ahead of its round: go
 try:
     registry.promote("power", version, "production")
 except Exception as exc:
@@ -60,17 +83,37 @@ except Exception as exc:
     sys.exit(1)
 print("promoted", flush=True)
 """
+STALLS = {"stop": "read production", "commit": "committing", "alias": "moving the alias"}
+LEASE_S = 3.0  # a short lease, so that a round lasts seconds; above the fence's margin
+
+
+@pytest.fixture
+def short_lease():
+    """This process's promotions use ``LEASE_S`` (as WATTGPU_PROMOTION_LEASE_S would set it)."""
+    promotion_lock.configure(LEASE_S)
+    yield LEASE_S
+    promotion_lock.configure(30.0)
 
 
 def start_promoter(
-    tmp_path, version: int, stall: str, lease: float, uri: str = ""
+    tmp_path, version: int, stall: str, lease: float, uri: str = "", go: bool = True
 ) -> subprocess.Popen:
+    """Start a PROMOTER; it promotes once told to go (at once, unless ``go`` is false)."""
     uri = uri or f"sqlite:///{tmp_path / 'mlflow.db'}"
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-c", PROMOTER, uri, str(version), stall, str(lease)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+    if go:
+        tell_go(process)
+    return process
+
+
+def tell_go(process: subprocess.Popen) -> None:
+    process.stdin.write("go\n")
+    process.stdin.flush()
 
 
 def wait_stopped(pid: int) -> None:
@@ -83,44 +126,81 @@ def wait_stopped(pid: int) -> None:
     raise AssertionError(f"process {pid} did not stop")
 
 
-def test_a_stalled_holders_writes_are_refused_and_the_end_state_is_one_order(tmp_path):
-    stalled_holder(tmp_path)
+# Ten rounds: three stall points, both orders of the two versions.
+ROUNDS = [(stall, order) for stall in STALLS for order in ((2, 3), (3, 2))]
+ROUNDS = [*ROUNDS, *ROUNDS[:4]]
 
 
-def stalled_holder(tmp_path, uri: str = "") -> None:
-    """A holder stopped past its lease while a second promotion runs: only the second lands."""
-    # production v1 at 3 %; v2 (2 %) and v3 (2.5 %) both beat it, and v2 would beat v3.
-    client = make_registry(tmp_path, {1: 3.0, 2: 2.0, 3: 2.5}, uri=uri)
+def test_a_holder_paused_past_its_lease_leaves_one_order_in_ten_rounds(tmp_path, short_lease):
+    # each round starts from a copy of one registry (creating MLflow's tables takes seconds)
+    first = tmp_path / "template"
+    first.mkdir()
+    starting_registry(first)
+
+    def ready(number: int) -> tuple[str, subprocess.Popen]:
+        """Round ``number``'s registry and its holder, started (it imports for seconds)."""
+        root = tmp_path / f"round{number}"
+        shutil.copytree(first, root)
+        uri = f"sqlite:///{root / 'mlflow.db'}"
+        stall, (paused, _) = ROUNDS[number]
+        return uri, start_promoter(root, paused, stall, lease=LEASE_S, uri=uri, go=False)
+
+    upcoming = ready(0)
+    for number, (stall, (paused, other)) in enumerate(ROUNDS):
+        uri, held = upcoming
+        if number + 1 < len(ROUNDS):
+            upcoming = ready(number + 1)  # its start overlaps this round's waiting
+        tracking.configure(uri)
+        stalled_holder(held, stall, paused, other, MlflowClient(uri))
+
+
+def starting_registry(root, uri: str = "") -> MlflowClient:
+    """Production v1 at 30 %; v2 (20 %) and v3 (25 %) both beat it, and v2 beats v3 by more
+    than the tolerance."""
+    client = make_registry(root, {1: 30.0, 2: 20.0, 3: 25.0}, uri=uri)
     registry.promote("power", 1, "production")
-    # A takes the lock (a 6 s lease), reads production (v1), and is stopped before any write.
-    stalled = start_promoter(tmp_path, 2, "stop", lease=6, uri=uri)
-    assert stalled.stdout.readline().strip() == "read production"
-    wait_stopped(stalled.pid)
-    # B waits until it has seen A's lock for a whole lease, takes it over, and promotes v3.
-    done = registry.promote("power", 3, "production")
-    assert done.previous_production == 1 and done.production_mdape == 3.0
-    os.kill(stalled.pid, signal.SIGCONT)
-    out, _ = stalled.communicate(timeout=120)
-    # A wakes up, decides v2 beats v1, and its first write is refused by the fence.
-    assert stalled.returncode == 1, out
-    assert out.strip().startswith("LockBusy: lost the promotion lock"), out
+    return client
+
+
+def stalled_holder(
+    held: subprocess.Popen, stall: str, paused: int, other: int, client: MlflowClient
+) -> None:
+    """One round: a holder stalls past its lease while another promotion runs, then resumes.
+
+    From ``starting_registry``, which version ends in production depends on the order.
+    Whatever the order and the stall point: alias and stage name one version, the one whose
+    promotion reported success last, and a promotion that failed leaves no "accepted" record.
+    """
+    tell_go(held)
+    assert held.stdout.readline().strip() == STALLS[stall]
+    wait_stopped(held.pid)
+    # the other waits until it has seen the stopped holder's lock for a whole lease, takes it
+    # over and promotes its version (or is refused, when the holder's commit came first)
+    try:
+        registry.promote("power", other, "production")
+        successes = [other]
+    except (registry.PromotionRefused, promotion_lock.LockBusy):
+        successes = []
+    os.kill(held.pid, signal.SIGCONT)
+    out, _ = held.communicate(timeout=120)
+    assert held.returncode in (0, 1), out
+    if held.returncode == 0:
+        successes.append(paused)
     after = state(client)
-    # Exactly B's order: v3 replaced v1; A moved nothing and recorded no acceptance.
-    assert after[3][:2] == ("production", "Production")
-    assert after[3][2].endswith(
-        "vs production v1 3.000 % on data d1 (120 rows); tolerance 0.1 pp; replaced v1"
-    )
-    assert after[1][:2] == ("", "Archived") and after[1][3].startswith("replaced by v3")
-    assert after[2][:2] == ("", "None")
-    assert after[2][2].startswith("timed out production at ") and "accepted" not in after[2][2]
-    names = {m.name for m in client.search_registered_models()} - {NAME}
-    lock = promotion_lock.lock_name(NAME)
-    # B released its lock; the one taken from A stays as A's tombstone
-    assert len(names) == 1 and names.pop().startswith(f"{lock}.gone-")
+    production = [v for v, (aliases, *_) in after.items() if "production" in aliases.split(",")]
+    staged = [v for v, (_, stage, *_) in after.items() if stage == "Production"]
+    expected = successes[-1] if successes else 1
+    assert production == staged == [expected], (stall, paused, other, out, after)
+    for version in {paused, other} - set(successes):
+        assert not after[version][2].startswith("accepted"), (stall, version, out, after)
+    assert after[expected][2].startswith("accepted") or expected == 1
+    # the log's head says the same
+    head = promotion_log.head(client, NAME)
+    assert head is not None and head.state["production"] == expected
 
 
-def test_a_stalled_holder_through_a_tracking_server(tmp_path):
-    """The same, every call over HTTP to a real `mlflow server` (with MLflow's REST retries)."""
+def test_a_stalled_holder_through_a_tracking_server(tmp_path, short_lease):
+    """A round of each stall point, every call over HTTP to a real `mlflow server`."""
     from test_postgres_workers import background, free_port, wait_for
 
     port = free_port()
@@ -131,14 +211,39 @@ def test_a_stalled_holder_through_a_tracking_server(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     with background([*server, "--port", str(port)], env, tmp_path, tmp_path / "server.log") as proc:
         wait_for(f"http://127.0.0.1:{port}/health", proc, seconds=300)
-        stalled_holder(tmp_path, uri=f"http://127.0.0.1:{port}")
+        stall_rounds_on(f"http://127.0.0.1:{port}", tmp_path)
 
 
-def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(tmp_path, monkeypatch):
+def stall_rounds_on(uri: str, tmp_path) -> None:
+    """A round of each stall point on the store ``uri``, each from a fresh registry."""
+    before = promotion_lock.LEASE_S
+    promotion_lock.configure(LEASE_S)
+    try:
+        for number, stall in enumerate(STALLS):
+            for found in MlflowClient(uri).search_registered_models():
+                MlflowClient(uri).delete_registered_model(found.name)
+            root = tmp_path / f"round{number}"
+            root.mkdir()
+            client = starting_registry(root, uri)
+            held = start_promoter(root, 2, stall, lease=LEASE_S, uri=uri)
+            stalled_holder(held, stall, 2, 3, client)
+    finally:
+        promotion_lock.configure(before)
+
+
+def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(
+    tmp_path, monkeypatch, short_lease
+):
     client = make_registry(tmp_path, {1: 3.0, 2: 2.0})
     registry.promote("power", 1, "production")
-    # a lease shorter than the fence's margin: the first write of the move is already refused
-    monkeypatch.setattr(promotion_lock, "LEASE_S", promotion_lock.MARGIN_S - 1)
+    # a gate that takes a whole lease to decide: the commit after it is refused by the fence
+    decide = promotion.decide
+
+    def slow_decide(*args: object) -> tuple[str, str, str]:
+        time.sleep(short_lease)
+        return decide(*args)
+
+    monkeypatch.setattr(promotion, "decide", slow_decide)
     with pytest.raises(promotion_lock.LockBusy, match="lost the promotion lock: its lease ran out"):
         registry.promote("power", 2, "production")
     after = state(client)
@@ -219,3 +324,48 @@ def test_a_register_racing_a_promotion_keeps_its_alias(tmp_path):
     # |101-100|, |98-100|, |104-100|, |100-100| over 100: 1, 2, 4, 0 %; the median is 1.5 %
     assert tags[registry.GATE_TAG] == "1.5"
     assert tags[registry.GATE_DATA_TAG] == "d1" and tags[registry.GATE_ROWS_TAG] == "4"
+
+
+# A process that holds SQLite's write lock on the store (argv[1]) for argv[2] seconds, as a
+# process stopped inside a write transaction does.
+LOCKER = """
+import sqlite3, sys, time
+connection = sqlite3.connect(sys.argv[1])
+connection.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+connection.rollback()
+"""
+
+
+def test_a_store_locked_by_another_process_is_waited_out_for_a_lease_then_given_up(tmp_path):
+    """MLflow's own SQLite busy wait is 20 s: a promotion with a 30 s lease retries after it."""
+    client = make_registry(tmp_path, {1: 3.0})
+    database = tmp_path / "mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{database}"}
+    promote = [sys.executable, "-m", "wattgpu", "promote", "--target", "power", "--version", "1"]
+    promote += ["--to", "production"]
+
+    def locked_for(seconds: float, lease: str) -> subprocess.CompletedProcess:
+        locker = subprocess.Popen(
+            [sys.executable, "-c", LOCKER, str(database), str(seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert locker.stdout.readline().strip() == "locked"
+        env["WATTGPU_PROMOTION_LEASE_S"] = lease
+        done = subprocess.run(promote, env=env, capture_output=True, text=True, timeout=300)
+        locker.kill()
+        locker.communicate()
+        return done
+
+    # locked for good: after the busy wait (longer than a 3 s lease), one line and nothing moved
+    given_up = locked_for(600, "3")
+    assert given_up.returncode == 1, given_up.stderr
+    assert given_up.stderr.startswith("Error: the SQLite store stayed locked by another process")
+    assert len(given_up.stderr.strip().splitlines()) == 1, given_up.stderr
+    assert state(client)[1][:2] == ("challenger", "None")
+    # locked for 30 s: the first attempt gives up after MLflow's 20 s, the retry goes through
+    waited = locked_for(30, "30")
+    assert waited.returncode == 0, waited.stderr
+    assert state(client)[1][:2] == ("production", "Production")

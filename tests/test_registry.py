@@ -18,7 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.cli import cli
 from wattgpu.errors import ConfigError
-from wattgpu.lifecycle import promotion_lock, registry, tracking
+from wattgpu.lifecycle import promotion_lock, promotion_log, registry, tracking
+from wattgpu.lifecycle.gate import TOLERANCE_PP
 
 pytestmark = pytest.mark.slow
 NAME = "wattgpu-power"
@@ -105,21 +106,23 @@ def test_two_promotions_at_once_end_as_one_order_would(tmp_path, round_):
 
 def two_promotions_at_once(tmp_path, uri: str = "") -> None:
     """Two `wattgpu promote` processes at once end as one of the two orders would."""
-    # production v2 at 3 %; v3 (2 %) and v1 (2.5 %) both beat it but v1 loses to v3, so the two
-    # orders end differently and an unserialised pair (both compared with v2) matches neither.
-    client = make_registry(tmp_path, {1: 2.5, 2: 3.0, 3: 2.0}, uri=uri)
+    # production v2 at 30 %; v3 (20 %) and v1 (25 %) both beat it but v1 loses to v3 by more
+    # than the tolerance, so the two orders end differently and an unserialised pair (both
+    # compared with v2) matches neither.
+    client = make_registry(tmp_path, {1: 25.0, 2: 30.0, 3: 20.0}, uri=uri)
     registry.promote("power", 2, "production")
     v1, v3 = promote_together(tmp_path, [1, 3], uri=uri)
     assert v3.returncode == 0, v3.stderr
     after = state(client)
     assert after[3][:2] == ("production", "Production")
+    tolerance = f"tolerance {TOLERANCE_PP} pp"
     if v1.returncode == 0:  # v1 went first: accepted against v2, then replaced by v3
         assert (
-            "vs production v2 3.000 % on data d1 (120 rows); tolerance 0.1 pp; replaced v2"
+            f"vs production v2 30.000 % on data d1 (120 rows); {tolerance}; replaced v2"
             in (after[1][2])
         )
         assert (
-            "vs production v1 2.500 % on data d1 (120 rows); tolerance 0.1 pp; replaced v1"
+            f"vs production v1 25.000 % on data d1 (120 rows); {tolerance}; replaced v1"
             in (after[3][2])
         )
         assert after[1][1] == "Archived" and after[1][3].startswith("replaced by v3")
@@ -127,33 +130,36 @@ def two_promotions_at_once(tmp_path, uri: str = "") -> None:
     else:  # v3 went first: v1 was compared with v3 and refused, with one line
         assert v1.returncode == 1
         assert v1.stderr.strip() == (
-            "Error: refused: wattgpu-power v1 has LOGO MdAPE 2.50 %, worse than production "
-            "v3's 2.00 % on the same data (120 rows, tolerance 0.1 pp); use --force to promote "
+            "Error: refused: wattgpu-power v1 has LOGO MdAPE 25.00 %, worse than production "
+            f"v3's 20.00 % on the same data (120 rows, {tolerance}); use --force to promote "
             "anyway"
         )
         assert after[1][2].startswith("refused production") and "vs production v3" in after[1][2]
         assert (
-            "vs production v2 3.000 % on data d1 (120 rows); tolerance 0.1 pp; replaced v2"
+            f"vs production v2 30.000 % on data d1 (120 rows); {tolerance}; replaced v2"
             in (after[3][2])
         )
         assert after[2][3].startswith("replaced by v3") and after[1][3] == ""
     assert after[2][:2] == ("", "Archived")
-    # the lock was released and left nothing behind
+    # the lock was released and left nothing behind; the promotion log holds its head only
     names = {m.name for m in client.search_registered_models()}
-    assert names == {NAME}
+    commits = 3 if v1.returncode == 0 else 2  # v2's, then v3's (and v1's when accepted)
+    assert names == {NAME, promotion_log.entry_name(NAME, commits)}
+    assert promotion_log.head(client, NAME).state == {"staging": None, "production": 3}
 
 
 def test_aliases_and_stages_tell_one_story(tmp_path):
-    client = make_registry(tmp_path, {1: 3.0, 2: 2.0, 3: 5.0})
+    client = make_registry(tmp_path, {1: 30.0, 2: 20.0, 3: 50.0})
     registry.promote("power", 1, "staging")
     assert state(client)[1][:2] == ("staging", "Staging")
     registry.promote("power", 1, "production")
     assert state(client)[1][:2] == ("production", "Production")  # staging and challenger left
     # staging takes a version worse than production, and records the comparison
     staged = registry.promote("power", 3, "staging")
-    assert staged.production_mdape == 3.0
+    assert staged.production_mdape == 30.0
     record = client.get_model_version(NAME, "3").tags["wattgpu.promotion.staging"]
-    assert record.startswith("accepted staging") and "vs production v1 3.000 % on data d1" in record
+    assert record.startswith("accepted staging")
+    assert "vs production v1 30.000 % on data d1" in record
     registry.promote("power", 2, "production")
     registry.promote("power", 1, "production", force=True)  # back again, forced
     after = state(client)
@@ -220,13 +226,13 @@ def test_a_live_lock_makes_others_wait_and_a_dead_holders_lock_is_taken_over(tmp
     done = registry.promote("power", 2, "production")  # waits out the lease, then takes over
     assert done.version == 2
     dead = promotion_lock.lock_name(NAME)
-    names = {m.name for m in client.search_registered_models()} - {NAME}
+    names = {m.name for m in client.search_registered_models() if "promotion-lock" in m.name}
     # the dead holder's lock was renamed away (never deleted by its shared name); ours is gone
     assert len(names) == 1 and names.pop().startswith(f"{dead}.gone-")
 
 
 def test_a_promotion_that_waits_compares_with_the_production_it_replaces(tmp_path):
-    client = make_registry(tmp_path, {1: 3.0, 2: 2.0, 3: 2.5})
+    client = make_registry(tmp_path, {1: 30.0, 2: 20.0, 3: 25.0})
     registry.promote("power", 1, "production")
     lease = promotion_lock.acquire(client, NAME, wait_s=1, lease_s=30)
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
@@ -242,9 +248,12 @@ def test_a_promotion_that_waits_compares_with_the_production_it_replaces(tmp_pat
     # production moves under it
     time.sleep(8)
     assert proc.poll() is None, "the promoter did not wait for the lock"
+    # production moves to v2 as a promotion moves it: committed to the log, then the alias
+    head = promotion_log.head(client, NAME)
+    promotion_log.commit(client, lease, NAME, head, {"staging": None, "production": 2}, {})
     client.set_registered_model_alias(NAME, "production", "2")
     promotion_lock.release(client, lease)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
-    assert "worse than production v2's 2.00 %" in err
+    assert "worse than production v2's 20.00 %" in err
     assert str(client.get_model_version_by_alias(NAME, "production").version) == "2"

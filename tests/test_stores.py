@@ -76,3 +76,78 @@ def test_a_reading_command_names_the_missing_store_and_leaves_nothing(home, tmp_
         "has them\n"
     )
     assert list(tmp_path.iterdir()) == []  # no home, no ./mlflow.db, no ./mlruns
+
+
+@pytest.mark.slow
+def test_tune_creates_the_default_optuna_store_where_only_mlflow_is_set(tmp_path, monkeypatch):
+    """No home yet and only MLFLOW_TRACKING_URI set: the Optuna store's folder is made on use."""
+    from wattgpu.config import SHIPPED_DATA_DIR
+    from wattgpu.data.catalog import Catalog
+    from wattgpu.modeling.physical.simulate import simulate
+
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
+    rows = simulate(catalog, seed=2)
+    data = tmp_path / "small.csv"
+    three = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA H100 SXM5"]
+    rows[rows["gpu"].isin(three)].to_csv(data, index=False)
+    home = tmp_path / "user" / ".wattgpu-home"
+    for variable in ("WATTGPU_OPTUNA_STORAGE", "WATTGPU_DATA_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("WATTGPU_HOME", str(home))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}")
+    args = ["tune", "--target", "power", "--trials", "1", "--data", str(data)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert (home / "optuna.db").is_file()
+    assert (tmp_path / "elsewhere" / "mlflow.db").is_file()
+    assert not (home / "mlflow.db").exists()  # MLflow's store is the one the variable names
+
+
+def test_a_server_database_that_lost_the_creation_race_is_opened_again():
+    from wattgpu.lifecycle import store_creation
+
+    url = "postgresql+psycopg2://wattgpu@db.example/mlflow"
+    calls = []
+
+    def open_store() -> str:
+        calls.append(1)
+        if len(calls) == 1:  # what psycopg2 says when another job created the table first
+            raise RuntimeError('(psycopg2.errors.DuplicateTable) relation "metrics" already exists')
+        return "opened"
+
+    assert store_creation.opened_once(url, open_store) == "opened"
+    assert len(calls) == 2
+
+    def refused() -> str:
+        calls.append(1)
+        raise RuntimeError('FATAL: password authentication failed for user "wattgpu"')
+
+    with pytest.raises(RuntimeError, match="password authentication failed"):
+        store_creation.opened_once(url, refused)
+    assert len(calls) == 3  # not retried
+
+
+def test_an_sqlite_store_is_opened_under_a_lock_beside_it_and_no_folder_is_made(tmp_path):
+    from wattgpu.lifecycle import store_creation
+
+    database = tmp_path / "optuna.db"
+    seen = store_creation.opened_once(f"sqlite:///{database}", lambda: sorted(tmp_path.iterdir()))
+    assert seen == [tmp_path / "optuna.db.lock"]
+    # a folder that is not there stays a user's error (SQLite's, when it opens the file)
+    missing = tmp_path / "no" / "such" / "optuna.db"
+    assert store_creation.opened_once(f"sqlite:///{missing}", lambda: "opened") == "opened"
+    assert not (tmp_path / "no").exists()
+
+
+def test_the_promotion_lease_is_a_setting_and_a_bad_one_is_refused_in_one_line():
+    from wattgpu.errors import ConfigError
+
+    assert load_settings({}).promotion_lease_s == 30.0
+    assert load_settings({"WATTGPU_PROMOTION_LEASE_S": "2.5"}).promotion_lease_s == 2.5
+    for bad in ("soon", "0", "-3", "inf"):
+        with pytest.raises(ConfigError) as refused:
+            load_settings({"WATTGPU_PROMOTION_LEASE_S": bad})
+        assert str(refused.value) == (
+            f"WATTGPU_PROMOTION_LEASE_S must be a positive number of seconds; got {bad!r}"
+        )

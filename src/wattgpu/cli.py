@@ -311,10 +311,11 @@ def _echo_frame(table: Any, fmt: str, as_table: Any) -> None:
 @pass_state
 def register(state: CliState, target: str, run_id: str | None) -> None:
     """Register a tuning run's model as wattgpu-TARGET, alias challenger."""
-    from wattgpu.lifecycle import registry, tracking
+    from wattgpu.lifecycle import promotion_lock, registry, tracking
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
+    promotion_lock.configure(state.settings.promotion_lease_s)
     version = registry.register(target, run_id)
     click.echo(f"registered {registry.model_name(target)} v{version} (alias challenger)")
 
@@ -339,10 +340,11 @@ def register(state: CliState, target: str, run_id: str | None) -> None:
 @pass_state
 def promote(state: CliState, target: str, version: int, to: str, force: bool) -> None:
     """Promote a model version, behind the LOGO-MdAPE quality gate."""
-    from wattgpu.lifecycle import registry, tracking
+    from wattgpu.lifecycle import promotion_lock, registry, tracking
 
     quiet_mlflow()
     tracking.configure(state.settings.tracking_uri, must_exist=True)
+    promotion_lock.configure(state.settings.promotion_lease_s)
     click.echo(registry.promote(target, version, to, force=force).line())
 
 

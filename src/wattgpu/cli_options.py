@@ -190,4 +190,7 @@ def quiet_mlflow() -> None:
 
     os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
     logging.getLogger("mlflow").setLevel(logging.ERROR)
+    # It logs a database error with its traceback, then raises it as an MlflowException, which
+    # the CLI shows in one line (or a promotion waits out, for "database is locked").
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     warnings.filterwarnings("ignore", module="mlflow")

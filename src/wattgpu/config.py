@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,8 @@ class Settings:
         home: the folder of the default stores (``mlflow.db``, its ``mlruns/`` artifacts and
             ``optuna.db``), the same from any directory.
         recipe: the default recipe of ``tune`` and ``main`` (``RECIPES``).
+        promotion_lease_s: how long a promotion may hold a model's promotion lock before
+            another may take it over (``wattgpu.lifecycle.promotion_lock``).
 
     """
 
@@ -56,6 +59,7 @@ class Settings:
     optuna_storage: str = ""
     home: Path = DEFAULT_HOME.expanduser()
     recipe: str = DEFAULT_RECIPE
+    promotion_lease_s: float = 30.0
 
     def __post_init__(self) -> None:
         # The stores default to the home, so a Settings(home=...) alone is complete.
@@ -63,6 +67,14 @@ class Settings:
             object.__setattr__(self, "tracking_uri", sqlite_uri(self.home / "mlflow.db"))
         if not self.optuna_storage:
             object.__setattr__(self, "optuna_storage", sqlite_uri(self.home / "optuna.db"))
+
+    def make_home_for(self, url: str) -> None:
+        """Create the home folder when ``url`` is one of its default stores (first use).
+
+        A store the user named elsewhere is left alone: a folder missing there is their error.
+        """
+        if url in (sqlite_uri(self.home / "mlflow.db"), sqlite_uri(self.home / "optuna.db")):
+            self.home.expanduser().mkdir(parents=True, exist_ok=True)
 
     @property
     def gpus_csv(self) -> Path:
@@ -89,9 +101,9 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
     """Build the settings from environment variables; the CLI calls it once, at command start.
 
     ``WATTGPU_DATA_DIR`` (default: the data shipped with the package), ``WATTGPU_HOME`` (default
-    ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home) and
+    ``~/.wattgpu``), ``MLFLOW_TRACKING_URI`` (default ``mlflow.db`` in the home),
     ``WATTGPU_OPTUNA_STORAGE`` (default ``optuna.db`` in the home), ``WATTGPU_RECIPE`` (default
-    ``full``).
+    ``full``) and ``WATTGPU_PROMOTION_LEASE_S`` (default 30; tests shorten it).
 
     Args:
         environ: the variables to read (default: ``os.environ``).
@@ -111,4 +123,24 @@ def load_settings(environ: dict[str, str] | None = None, data_dir: Path | None =
         tracking_uri=env.get("MLFLOW_TRACKING_URI") or "",
         optuna_storage=env.get("WATTGPU_OPTUNA_STORAGE") or "",
         recipe=recipe,
+        promotion_lease_s=_seconds(env, "WATTGPU_PROMOTION_LEASE_S", 30.0),
     )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from variable ``name`` (``default`` when unset).
+
+    Raises:
+        ConfigError: the value is not a positive number.
+
+    """
+    value = env.get(name) or ""
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds; got {value!r}")
+    return seconds

@@ -26,7 +26,16 @@ from wattgpu.config import DEFAULT_RECIPE, Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
-from wattgpu.lifecycle import plots, pyfunc, registry, tracking, tuning, workers
+from wattgpu.lifecycle import (
+    gate,
+    plots,
+    promotion_lock,
+    pyfunc,
+    registry,
+    tracking,
+    tuning,
+    workers,
+)
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import training_domain
 from wattgpu.modeling.learning import models
@@ -243,7 +252,7 @@ def run_job(
             known=None if known is None else {"LOGO": known},
         )
         log_assessment(target, assessment)
-        package(job, rows, params, assessment, best_value=float(study.best_value), seed=seed)
+        package(job, rows, params, assessment, seed=seed)
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -291,6 +300,7 @@ def main_job(
     say = notify or (lambda _line: None)
     recipe = recipe or settings.recipe
     recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
+    promotion_lock.configure(settings.promotion_lease_s)
     data = load_data(settings, data_paths)
     results: dict[str, TuneResult] = {}
     with tempfile.TemporaryDirectory() as docs:
@@ -369,6 +379,7 @@ def prepare(
     storage = storage or settings.optuna_storage
     kind = "" if recipe == DEFAULT_RECIPE else f"{recipe}-"
     study_name = study_name or f"wattgpu-{target}-{kind}{data.data_hash[:10]}"
+    settings.make_home_for(storage)  # whichever store variables are set, the defaults' folder
     study = tuning.open_study(storage, study_name, chosen, seed)
     _sweep(target, study, study_name, notify)
     done = tuning.completed_trials(study)
@@ -556,7 +567,6 @@ def package(
     params: dict[str, Any],
     assessment: Assessment,
     *,
-    best_value: float,
     seed: int,
 ) -> str:
     """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI."""
@@ -569,7 +579,7 @@ def package(
     bounds = fit_interval(
         job.recipe, rows, assessment.oof["LOGO"], rows["gpu"].to_numpy(), seed=seed
     )
-    card = model_card(job, rows, params, assessment, best_value)
+    card = model_card(job, rows, params, assessment)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
     tracking.set_tags({"wattgpu.model_uri": uri})
@@ -582,9 +592,12 @@ def model_card(
     rows: pd.DataFrame,
     params: dict[str, Any],
     assessment: Assessment,
-    best_value: float,
 ) -> ModelCard:
-    """What the served model carries about itself (``model_metadata.json`` and the pyfunc)."""
+    """What the served model carries about itself (``model_metadata.json`` and the pyfunc).
+
+    Its ``logo_mdape`` is the registry's gate figure (``gate.logo_mdape``) of the same
+    out-of-fold LOGO predictions, not the best trial of the search: one number, one name.
+    """
     table = assessment.table
     logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
     return ModelCard(
@@ -592,7 +605,7 @@ def model_card(
         domain=training_domain(rows),
         params=params,
         data_hash=job.data.data_hash,
-        logo_mdape=float(best_value),
+        logo_mdape=gate.logo_mdape(assessment.oof["LOGO"]),
         logo_mdape_by_scenario=dict(
             zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
         ),

@@ -45,11 +45,19 @@ attempt, the fencing token; ``holder``: host and pid, for people) and for how lo
   so; the next promotion tidies the aliases and stages again from the aliases.
 
 A promotion takes about a second; the lease is ``LEASE_S`` = 30 s, and a waiter waits up to
-``WAIT_S`` = 60 s, so a dead holder delays the next promotion by at most one lease.
+``WAIT_S`` = 60 s, so a dead holder delays the next promotion by at most one lease
+(``configure`` sets them from ``WATTGPU_PROMOTION_LEASE_S``, read once by the CLI).
+
+*SQLite's own lock.* A process stopped inside a write transaction (SIGSTOP, a debugger) holds
+the whole SQLite file locked, and every other writer fails with "database is locked". Every
+registry call of a promotion goes through ``patient``: such a call is retried until at least a
+lease has passed (a transaction that failed so was rolled back, so a retry cannot write twice),
+then it gives up with one ``StoreLocked`` line.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -62,7 +70,7 @@ from typing import Any, TypeVar
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from wattgpu.errors import WattgpuError
+from wattgpu.errors import ConfigError, WattgpuError
 
 LEASE_S = 30.0
 WAIT_S = 60.0
@@ -74,6 +82,63 @@ T = TypeVar("T")
 
 class LockBusy(WattgpuError):
     """Another promotion of the same model holds the lock (or this one lost it)."""
+
+
+class StoreLocked(LockBusy):
+    """The SQLite store stayed locked by another process for longer than a lease."""
+
+
+def configure(lease_s: float) -> None:
+    """Set the lease (seconds), the wait (two leases) and the fence's margin (a sixth of a lease).
+
+    Raises:
+        ConfigError: ``lease_s`` is not a positive number.
+
+    """
+    global LEASE_S, WAIT_S, MARGIN_S
+    if not lease_s > 0:
+        raise ConfigError(
+            f"the promotion lease must be a positive number of seconds; got {lease_s}"
+        )
+    LEASE_S, WAIT_S, MARGIN_S = lease_s, 2 * lease_s, lease_s / 6
+
+
+class patient:  # noqa: N801 - used like a function: ``patient(MlflowClient())``
+    """An ``MlflowClient`` whose calls wait out SQLite's "database is locked" for a lease or more.
+
+    A call that fails so is retried until ``LEASE_S`` has passed since it was made, then
+    ``StoreLocked`` says so in one line. Any other error passes through at once.
+    """
+
+    def __init__(self, client: MlflowClient) -> None:
+        """Wrap ``client``."""
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        """The client's attribute; a method comes back wrapped in the retry."""
+        found = getattr(self._client, name)
+        if not callable(found):
+            return found
+
+        @functools.wraps(found)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            first = time.monotonic()
+            while True:
+                try:
+                    return found(*args, **kwargs)
+                except MlflowException as exc:
+                    if "database is locked" not in str(exc.message):
+                        raise
+                    if time.monotonic() - first > LEASE_S:
+                        raise StoreLocked(
+                            f"the SQLite store stayed locked by another process for "
+                            f"{time.monotonic() - first:.0f} s, past a {LEASE_S:g} s lease (a "
+                            f"stalled job or promotion holds a write transaction); nothing was "
+                            f"written by this call, try again once that process is gone"
+                        ) from None
+                    time.sleep(0.5)
+
+        return call
 
 
 @dataclass(frozen=True)
@@ -140,7 +205,18 @@ def acquire(client: MlflowClient, model: str, wait_s: float, lease_s: float | No
             client.create_registered_model(
                 name, tags=tags, description=f"promotion lock of {model} (wattgpu)"
             )
-            return Lease(name, owner, started + lease_s)
+            lease = Lease(name, owner, started + lease_s)
+            if time.monotonic() < started + lease_s / 2:
+                return lease
+            # The store kept the request half a lease or more (a locked SQLite file, a slow
+            # server): a lock with little lease left is of no use. Give it back, take it afresh.
+            release(client, lease)
+            if time.monotonic() > deadline:
+                raise LockBusy(
+                    f"the registry took half a {lease_s:g} s lease or more to answer each "
+                    f"attempt to take the promotion lock of {model} for {wait_s:.0f} s; try again"
+                )
+            continue
         except MlflowException as exc:
             # The SQL store answers a taken name by reading the holder back; when the holder
             # released it in between, that read says "not found": the lock is free, try again.

@@ -1,20 +1,16 @@
-"""The MLflow Model Registry: register tuned models, promote them behind a quality gate, list them.
+"""The MLflow Model Registry: register tuned models, list them, load the promoted ones.
 
-Registered models ``wattgpu-power`` and ``wattgpu-itl``. A new version gets the alias
-``challenger``; promotion moves the ``staging`` / ``production`` alias and, where the installed
-MLflow still supports them, the classic stages (deprecated since MLflow 2.9, still working in 3.x).
-Registration and promotion of a model run under one lock (``promotion_lock``), each write fenced.
-
-The gate (``gate``) compares the candidate's leave-one-GPU-out MdAPE with production's on the
-same rows; the decision is recorded, after the move, as a version tag with both figures and the
-data of each.
+Registered models ``wattgpu-power``, ``wattgpu-itl`` and ``wattgpu-ttft``. A new version gets
+the alias ``challenger``; it is created and tagged under the model's promotion lock
+(``promotion_lock``), so a promotion running at the same time cannot take the alias away.
+Promotion itself (the gate, the lock, the promotion log) is ``promotion``; its functions are
+re-exported here, so ``registry`` is the one door to the registry.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import mlflow
@@ -22,7 +18,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from wattgpu.errors import ConfigError, ModelNotFound, WattgpuError
+from wattgpu.errors import ConfigError, ModelNotFound
 from wattgpu.lifecycle import promotion_lock, tracking
 from wattgpu.lifecycle.gate import (
     GATE_DATA_TAG,
@@ -30,52 +26,47 @@ from wattgpu.lifecycle.gate import (
     GATE_TAG,
     LOGO_OOF_CSV,
     Figure,
-    decide,
-    figure,
-    on_shared_rows,
-    production_figure,
+    logo_mdape,
+)
+from wattgpu.lifecycle.promotion import (
+    ARCHIVED_TAG,
+    CHALLENGER,
+    NOT_FOUND,
+    STAGES,
+    Promotion,
+    PromotionRefused,
+    alias_version,
+    model_name,
+    now,
+    promote,
+    promote_held,
+    registry_client,
+    repair,
+    stage_holders,
+    version_of,
 )
 from wattgpu.lifecycle.promotion_lock import fenced
-from wattgpu.modeling.metrics import mdape
 
-STAGES = ("staging", "production")
-CHALLENGER = "challenger"
-ARCHIVED_TAG = "wattgpu.archived"
-
-
-class PromotionRefused(WattgpuError):
-    """The quality gate refused a promotion."""
-
-
-def model_name(target: str) -> str:
-    """Registered model name of a target."""
-    return f"wattgpu-{target}"
-
-
-@dataclass(frozen=True)
-class Promotion:
-    """What a promotion did."""
-
-    target: str
-    version: int
-    stage: str
-    candidate_mdape: float
-    production_mdape: float | None
-    previous_production: int | None
-    forced: bool
-
-    def line(self) -> str:
-        """One line saying what the promotion did, with the gate's numbers."""
-        line = f"{model_name(self.target)} v{self.version} -> {self.stage} "
-        line += f"(LOGO MdAPE {self.candidate_mdape:.2f} %"
-        if self.production_mdape is not None:
-            line += f"; production had {self.production_mdape:.2f} %"
-        else:
-            line += "; first version, no production to compare with"
-        line += ", forced)" if self.forced else ")"
-        if self.previous_production is not None:
-            line += f"; v{self.previous_production} archived"
-        return line
+__all__ = [
+    "ARCHIVED_TAG",
+    "CHALLENGER",
+    "GATE_DATA_TAG",
+    "GATE_ROWS_TAG",
+    "GATE_TAG",
+    "LOGO_OOF_CSV",
+    "STAGES",
+    "Promotion",
+    "PromotionRefused",
+    "list_versions",
+    "load",
+    "model_name",
+    "model_uri",
+    "production_version",
+    "promote",
+    "register",
+    "register_candidate",
+    "version_run_id",
+]
 
 
 def register(target: str, run_id: str | None = None) -> int:
@@ -86,6 +77,50 @@ def register(target: str, run_id: str | None = None) -> int:
     evaluation metrics. It is created and tagged under the promotion lock, so a promotion
     running at the same time cannot take the alias away. If tagging fails, the version is
     deleted, so no half-written entry stays behind.
+    """
+    client, name, source, tags = _registration(target, run_id)
+    with promotion_lock.held(client, name) as lease:
+        return _register_held(client, lease, name, source, tags)
+
+
+def register_candidate(target: str, run_id: str) -> tuple[int, Promotion | None]:
+    """Register a tuning run's model and, when the target has no production version, promote it.
+
+    What the main job does with each model it trains: both steps run under one hold of the
+    promotion lock, so of several jobs finishing at once exactly one version becomes the first
+    production one, and the others stay challengers (the first one has no production to be
+    compared with, so it is not refused).
+
+    Returns:
+        The new version, and the promotion when it went to production (else ``None``).
+
+    Raises:
+        ConfigError, ModelNotFound: as ``register``.
+        LockBusy: the lock was held too long by another promotion, or lost (then the registry
+            was put back in line with its log before this returned).
+
+    """
+    client, name, source, tags = _registration(target, run_id)
+    with promotion_lock.held(client, name) as lease:
+        version = _register_held(client, lease, name, source, tags)
+        if stage_holders(client, name)["production"] is not None:
+            return version, None
+        stamp = now()
+        candidate = Figure(float(tags[GATE_TAG]), tags[GATE_DATA_TAG], tags[GATE_ROWS_TAG])
+        try:
+            done = promote_held(
+                client, lease, target, version, "production", False, candidate, stamp
+            )
+            return version, done
+        except promotion_lock.LockBusy as exc:
+            lost = exc
+    return version, repair(client, target, version, "production", lease.owner, stamp, lost)
+
+
+def _registration(target: str, run_id: str | None) -> tuple[Any, str, str, dict[str, str]]:
+    """The client, the model's name, the run's model URI and the new version's tags.
+
+    The registered model is created on first use.
     """
     run_id = run_id or tracking.latest_parent_run(target)
     run = tracking.get_run(run_id)
@@ -104,23 +139,27 @@ def register(target: str, run_id: str | None = None) -> int:
             f"run {run_id} logged no model (tag wattgpu.model_uri); nothing to register"
         )
     tags = _version_tags(run)
-    client = MlflowClient()
+    client = registry_client()
     name = model_name(target)
     _ensure_model(client, name, target)
-    with promotion_lock.held(client, name) as lease:
-        promotion_lock.fence(client, lease)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            version = mlflow.register_model(source, name)
-        try:
-            for key, value in tags.items():
-                client.set_model_version_tag(name, version.version, key, value)
-            fenced(
-                client, lease, client.set_registered_model_alias, name, CHALLENGER, version.version
-            )
-        except Exception:
-            client.delete_model_version(name, version.version)
-            raise
+    return client, name, source, tags
+
+
+def _register_held(
+    client: Any, lease: promotion_lock.Lease, name: str, source: str, tags: dict[str, str]
+) -> int:
+    """Create the version, tag it and give it alias ``challenger``, with the lock held."""
+    promotion_lock.fence(client, lease)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        version = mlflow.register_model(source, name)
+    try:
+        for key, value in tags.items():
+            client.set_model_version_tag(name, version.version, key, value)
+        fenced(client, lease, client.set_registered_model_alias, name, CHALLENGER, version.version)
+    except Exception:
+        client.delete_model_version(name, version.version)
+        raise
     return int(version.version)
 
 
@@ -150,7 +189,7 @@ def _version_tags(run: Any) -> dict[str, str]:
     tags = {
         "wattgpu.run_id": run.info.run_id,
         "wattgpu.data_hash": data,
-        GATE_TAG: f"{mdape(oof['true'], oof['pred']):.6g}",
+        GATE_TAG: f"{logo_mdape(oof):.6g}",
         GATE_DATA_TAG: data,
         GATE_ROWS_TAG: str(len(oof)),
     }
@@ -161,205 +200,10 @@ def _version_tags(run: Any) -> dict[str, str]:
     return tags
 
 
-# What the registry answers for a model, version or alias that does not exist. Any other error
-# (an unreachable server, a broken store) propagates: it must not read as "no such version".
-NOT_FOUND = ("RESOURCE_DOES_NOT_EXIST",)
-NO_ALIAS = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
-
-
-def _version(client: MlflowClient, name: str, version: int) -> Any:
-    try:
-        return client.get_model_version(name, str(version))
-    except MlflowException as exc:
-        if exc.error_code not in NOT_FOUND:
-            raise
-        raise ModelNotFound(
-            f"{name} has no version {version}; `wattgpu models` lists them"
-        ) from None
-
-
-def _alias_version(client: MlflowClient, name: str, alias: str) -> Any | None:
-    try:
-        return client.get_model_version_by_alias(name, alias)
-    except MlflowException as exc:
-        if exc.error_code not in NO_ALIAS:
-            raise
-        return None
-
-
-def register_candidate(target: str, run_id: str) -> tuple[int, Promotion | None]:
-    """Register a tuning run's model; promote it to production when the target has none yet.
-
-    A first version goes straight to production, so that predict and recommend answer.
-
-    Returns:
-        The new version, and its promotion when there was one.
-
-    """
-    version = register(target, run_id)
-    if production_version(target) is not None:
-        return version, None
-    return version, promote(target, version, "production")
-
-
 def production_version(target: str) -> int | None:
     """The version behind a target's ``production`` alias, or None when it has none."""
-    held = _alias_version(MlflowClient(), model_name(target), "production")
+    held = alias_version(MlflowClient(), model_name(target), "production")
     return None if held is None else int(held.version)
-
-
-def promote(target: str, version: int, stage: str, force: bool = False) -> Promotion:
-    """Move alias ``stage`` to ``version``, behind the quality gate, under the promotion lock.
-
-    Staging takes any version with the project's tags: the gate compares it with production and
-    records the comparison. Production refuses a version worse than the current one, or one
-    measured on other data, unless forced. The whole read-compare-write runs under
-    ``promotion_lock``, each write fenced, so two promotions at once end as one of the two
-    orders would; the decision is recorded after the move. A promotion that loses the lock
-    records that it timed out instead.
-
-    Raises:
-        ConfigError: unknown stage, or production asked to step down to staging.
-        ModelNotFound: the version does not exist or lacks the project's tags.
-        PromotionRefused: the candidate is worse than production, or not comparable with it
-            (and not forced).
-        LockBusy: another promotion kept the lock too long, or this one lost it.
-
-    """
-    if stage not in STAGES:
-        raise ConfigError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
-    client = MlflowClient()
-    name = model_name(target)
-    candidate = figure(_version(client, name, version))
-    with promotion_lock.held(client, name) as lease:
-        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        try:
-            return _promote_held(client, lease, target, version, stage, force, candidate, stamp)
-        except promotion_lock.LockBusy as exc:
-            # Not fenced: the lock is lost. It only notes on the candidate that this attempt
-            # did not commit, so that no earlier record of it reads as a decision; if even that
-            # fails, the LockBusy below still says what happened.
-            record = f"timed out {stage} at {stamp}: {exc}"
-            try:
-                client.set_model_version_tag(
-                    name, str(version), f"wattgpu.promotion.{stage}", record
-                )
-            except MlflowException:
-                pass
-            raise
-
-
-def _promote_held(
-    client: MlflowClient,
-    lease: promotion_lock.Lease,
-    target: str,
-    version: int,
-    stage: str,
-    force: bool,
-    candidate: Figure,
-    stamp: str,
-) -> Promotion:
-    """The gate and the move, with the lock held: read production, decide, move, record."""
-    name = model_name(target)
-    # Read production only now, under the lock: what the gate compares with is what the
-    # alias move below replaces.
-    production = _alias_version(client, name, "production")
-    if production is not None and int(production.version) == version and stage == "staging":
-        raise ConfigError(
-            f"{name} v{version} is in production; promote another version to production to "
-            f"replace it"
-        )
-    theirs = production_figure(production, stage, force)
-    ours = candidate
-    if theirs is not None and candidate.data != theirs.data:
-        mine = _version(client, name, version)
-        shared = on_shared_rows(mine, candidate, production, theirs)
-        if shared is not None:
-            ours, theirs = shared
-    decision, record, refusal = decide(version, stage, ours, production, theirs, force, stamp)
-    if ours is not candidate:
-        own = figure(production).describe()
-        record += f" (own figures: v{version} {candidate.describe()}, production {own})"
-    tag = f"wattgpu.promotion.{stage}"
-    if decision == "refused":
-        fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
-        raise PromotionRefused(refusal)
-    replaced = _move(client, lease, name, version, stage, stamp)
-    fenced(client, lease, client.set_model_version_tag, name, str(version), tag, record)
-    return Promotion(
-        target,
-        version,
-        stage,
-        ours.mdape,
-        None if theirs is None else theirs.mdape,
-        replaced if stage == "production" else None,
-        decision == "forced",
-    )
-
-
-def _move(
-    client: MlflowClient,
-    lease: promotion_lock.Lease,
-    name: str,
-    version: int,
-    stage: str,
-    stamp: str,
-) -> int | None:
-    """Move the alias (the commit), then make every version's aliases and stage tell one story.
-
-    Returns the version that lost the alias, if another.
-    """
-    previous = _alias_version(client, name, stage)
-    fenced(client, lease, client.set_registered_model_alias, name, stage, str(version))
-    replaced = None if previous is None or int(previous.version) == version else previous.version
-    _tidy(client, lease, name, {str(replaced): f"replaced by v{version} in {stage} at {stamp}"})
-    return None if replaced is None else int(replaced)
-
-
-def _tidy(
-    client: MlflowClient, lease: promotion_lock.Lease, name: str, notes: dict[str, str]
-) -> None:
-    """Make the aliases tell one story, every write fenced; the aliases are the truth.
-
-    A version holds at most one of ``challenger``, ``staging``, ``production`` (the highest
-    wins); its stage mirrors that alias; a version in stage Staging or Production that holds
-    neither alias is archived, with ``notes`` (by version) or a plain note as its reason. It also
-    finishes a move that a promotion which lost its lock left half done.
-    """
-    held: dict[str, list[str]] = {}
-    for alias, version in (client.get_registered_model(name).aliases or {}).items():
-        if alias in (CHALLENGER, *STAGES):
-            held.setdefault(str(version), []).append(alias)
-    for version, aliases in held.items():
-        keep = next(a for a in (*reversed(STAGES), CHALLENGER) if a in aliases)
-        for alias in sorted(set(aliases) - {keep}):
-            fenced(client, lease, client.delete_registered_model_alias, name, alias)
-        held[version] = [keep]
-    for found in client.search_model_versions(f"name='{name}'"):
-        version = str(found.version)
-        alias = (held.get(version) or [""])[0]
-        stage = None
-        if alias in STAGES:
-            stage = alias.capitalize()
-            if ARCHIVED_TAG in found.tags:
-                fenced(client, lease, client.delete_model_version_tag, name, version, ARCHIVED_TAG)
-        elif found.current_stage in ("Staging", "Production"):
-            stage = "Archived"
-            note = notes.get(version, f"held no {found.current_stage.lower()} alias")
-            fenced(client, lease, client.set_model_version_tag, name, version, ARCHIVED_TAG, note)
-        if stage is not None and found.current_stage != stage:
-            promotion_lock.fence(client, lease)
-            _transition_stage(client, name, int(version), stage)
-
-
-def _transition_stage(client: MlflowClient, name: str, version: int, stage: str) -> None:
-    """Mirror the alias in the classic stages, where the installed MLflow still has them."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # stages are deprecated since MLflow 2.9
-        try:
-            client.transition_model_version_stage(name, str(version), stage=stage)
-        except (MlflowException, AttributeError, NotImplementedError):
-            pass  # an MLflow without stages: the alias alone carries the promotion
 
 
 def list_versions(target: str) -> pd.DataFrame:
@@ -399,7 +243,7 @@ def list_versions(target: str) -> pd.DataFrame:
 
 def version_run_id(target: str, version: int) -> str:
     """The tuning run a registered version came from."""
-    found = _version(MlflowClient(), model_name(target), version)
+    found = version_of(MlflowClient(), model_name(target), version)
     return found.tags.get("wattgpu.run_id") or found.run_id
 
 
@@ -412,7 +256,7 @@ def model_uri(target: str, alias: str) -> str:
 def _aliased_version(target: str, alias: str) -> Any:
     """The version holding ``alias``, or ``ModelNotFound`` saying how to make one."""
     name = model_name(target)
-    found = _alias_version(MlflowClient(), name, alias)
+    found = alias_version(MlflowClient(), name, alias)
     if found is None:
         raise ModelNotFound(
             f"{name} has no version with alias {alias!r} in {tracking.store_name()}; run "

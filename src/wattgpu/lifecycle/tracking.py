@@ -19,6 +19,7 @@ from mlflow.utils.credentials import get_default_host_creds
 from mlflow.utils.rest_utils import http_request
 
 from wattgpu.errors import ConfigError, ModelNotFound
+from wattgpu.lifecycle import store_creation
 from wattgpu.lifecycle.workers import HEARTBEAT_S
 from wattgpu.modeling.physical.targets import TARGETS
 
@@ -57,9 +58,30 @@ def configure(tracking_uri: str, *, must_exist: bool = False) -> None:
 
 def sqlite_file(uri: str) -> Path | None:
     """The database file of an ``sqlite:///`` URI (``None`` for any other store)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri.removeprefix("sqlite:///")).expanduser().resolve()
+    return store_creation.sqlite_file(uri)
+
+
+_OPENED: set[str] = set()
+
+
+def open_store() -> None:
+    """Open the tracking and registry stores once per process, creating their tables if needed.
+
+    MLflow creates its tables when a store is first opened, and two jobs doing that at once on
+    a fresh database make one fail (``table ... already exists``): the opening is serialised
+    (``store_creation.opened_once``). Both stores share one database; a tracking server creates
+    its own tables, so nothing is done for one.
+    """
+    uri = mlflow.get_tracking_uri()
+    if uri in _OPENED or not (sqlite_file(uri) or store_creation.is_server_database(uri)):
+        return
+
+    def touch() -> None:
+        mlflow.search_experiments(max_results=1)
+        MlflowClient().search_registered_models(max_results=1)
+
+    store_creation.opened_once(uri, touch)
+    _OPENED.add(uri)
 
 
 def store_name() -> str:
@@ -118,6 +140,7 @@ def experiment_id(target: str) -> str:
 def _experiment_id(name: str) -> str:
     """The id of experiment ``name``, created on first use (safe when workers race to create it)."""
     try:
+        open_store()
         found = mlflow.get_experiment_by_name(name)
         if found:
             return found.experiment_id

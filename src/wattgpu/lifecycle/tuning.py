@@ -15,6 +15,7 @@ import optuna
 import pandas as pd
 
 from wattgpu.errors import ConfigError
+from wattgpu.lifecycle import store_creation
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
 from wattgpu.modeling.learning.evaluation import Tuner, out_of_fold, score
 from wattgpu.modeling.learning.recipe import Recipe
@@ -57,10 +58,15 @@ def open_study(storage: str, study_name: str, recipe: Recipe, seed: int) -> optu
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             # The heartbeat lets any worker fail the running trials of a worker that died on
             # another machine once HEARTBEAT_GRACE_S has passed without a beat.
-            rdb = optuna.storages.RDBStorage(
+            # Optuna creates its schema on first open: serialised, so that two jobs starting
+            # on a fresh storage do not both create it (store_creation).
+            rdb = store_creation.opened_once(
                 storage,
-                heartbeat_interval=int(HEARTBEAT_S),
-                grace_period=int(HEARTBEAT_GRACE_S),
+                lambda: optuna.storages.RDBStorage(
+                    storage,
+                    heartbeat_interval=int(HEARTBEAT_S),
+                    grace_period=int(HEARTBEAT_GRACE_S),
+                ),
             )
         return optuna.create_study(
             study_name=study_name,

@@ -90,7 +90,8 @@ class ModelCard:
         domain: what the model was trained on (``training_domain``), for the warnings.
         params: the CatBoost parameters of the best trial.
         data_hash: SHA-256 of the measurement files (the data version).
-        logo_mdape: the best trial's leave-one-GPU-out MdAPE.
+        logo_mdape: leave-one-GPU-out MdAPE over every out-of-fold LOGO prediction of the
+            evaluation: the figure the registry's quality gate compares.
         logo_mdape_by_scenario: the evaluation's LOGO MdAPE per scenario.
         interval_coverage_nominal: the coverage the interval aims at.
         interval_coverage_held_out_gpu: the interval's coverage on GPUs held out of its fit.
