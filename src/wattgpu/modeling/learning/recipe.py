@@ -100,11 +100,15 @@ MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),),
 }
 
-# Not tuned. Every categorical feature has a few dozen values at most: one-hot encoding them
-# skips CatBoost's ordered target statistics, which made an ITL fit 4x faster at the same
-# leave-one-GPU-out MdAPE (13.96 -> 13.95 %; power 17.09 -> 17.01 %, TTFT 20.5 -> 18.3 %).
-# 64 borders halve a fit's time again, in exchange for coarser splits.
-_FIXED = {"one_hot_max_size": 255, "max_ctr_complexity": 1, "border_count": 64}
+# Not tuned: single-feature categorical statistics and 64 borders make each fit about twice as
+# fast (a tuning trial is dozens of fits), in exchange for coarser splits.
+_FIXED = {"max_ctr_complexity": 1, "border_count": 64}
+# ITL and TTFT one-hot encode the categorical features (none has more than a few dozen values):
+# it skips CatBoost's ordered target statistics, which made an ITL fit 4x faster, and on the
+# nested bench (bench/accuracy.py --quick) LOGO ITL went 15.6 -> 14.5 % offline, 11.3 -> 11.0 %
+# server, TTFT 20.5 -> 18.6 %. Power keeps the statistics: one-hot cost it 2 points on its
+# server rows (13.1 -> 15.2 %), and a power fit is cheap either way.
+_ONE_HOT = {"itl": {"one_hot_max_size": 255}, "ttft": {"one_hot_max_size": 255}}
 
 _FULL = {
     # CatBoost's own defaults but for the iterations (random_strength 1 is CatBoost's too).
@@ -192,5 +196,9 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
     if own_space is not None:
         settings["search_space"] = own_space
     return Recipe(
-        name=name, target=target, members=MEMBERS[target], fixed_params=_FIXED, **settings
+        name=name,
+        target=target,
+        members=MEMBERS[target],
+        fixed_params={**_FIXED, **_ONE_HOT.get(target, {})},
+        **settings,
     )
