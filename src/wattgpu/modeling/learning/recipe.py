@@ -48,7 +48,8 @@ class Recipe:
         fixed_params: CatBoost settings never tuned.
         default_params: CatBoost's starting point, the first trial of every study.
         search_space: the hyperparameters a trial draws, by name.
-        difficulty_params: CatBoost settings of the interval's difficulty model.
+        difficulty_params: CatBoost settings of the interval's difficulty model (beside the
+            fixed ones).
         interval_folds: folds of the interval's cross-fitted calibration.
         min_scenario_rows: residuals a scenario needs for conformal factors of its own.
         folds: folds of grouped cross-validation and blocks of the leave-LLMs-out split.

@@ -81,6 +81,7 @@ def fit_difficulty(
     if np.ptp(label) == 0.0:
         return float(np.exp(label[0]))
     model = CatBoostRegressor(
+        **recipe.fixed_params,
         **recipe.difficulty_params,
         loss_function="RMSE",
         random_seed=seed,
