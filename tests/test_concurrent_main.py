@@ -30,7 +30,8 @@ def test_two_main_jobs_at_once_both_finish_with_one_production_version(tmp_path,
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
-    job = [sys.executable, "-m", "wattgpu", "main", "--trials", "1", "--storage", storage]
+    job = [sys.executable, "-m", "wattgpu", "main", "--recipe", "fast", "--trials", "1"]
+    job += ["--storage", storage]
     # two studies, so that both jobs tune and register every target
     jobs = [
         subprocess.Popen(
