@@ -23,13 +23,15 @@ from benchinfo import add_data_arguments, load_measured, machine
 from wattgpu.lifecycle.gate import TOLERANCE_PP, logo_mdape
 from wattgpu.lifecycle.tuning import tune_params
 from wattgpu.modeling.learning.evaluation import out_of_fold
+from wattgpu.modeling.learning.recipe import recipe_of
 from wattgpu.modeling.physical.targets import TARGETS, rows_with_target
 
 
 def retrain(target: str, rows, trials: int, seed: int) -> float:  # noqa: ANN001 - a DataFrame
     """One retrain with ``seed``: the gate's figure of its best parameters."""
-    params = tune_params(target, rows, trials=trials, seed=seed)
-    return logo_mdape(out_of_fold(target, rows, "LOGO", params, seed=seed))
+    recipe = recipe_of(target)  # the main job's (full) recipe
+    params = tune_params(recipe, rows, trials=trials, seed=seed)
+    return logo_mdape(out_of_fold(recipe, rows, "LOGO", params, seed=seed))
 
 
 def main() -> None:
