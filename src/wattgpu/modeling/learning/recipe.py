@@ -127,15 +127,6 @@ _FULL = {
         "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
         "random_strength": Dimension(0.1, 10.0, log=True),
     },
-    # ITL has the most rows and two members: a depth-8, 400-tree trial cost 3x the default
-    # one and never won. Its space stops at the default's depth and size.
-    "itl_search_space": {
-        "iterations": Dimension(150, 300, integer=True, step=50),
-        "depth": Dimension(4, 6, integer=True),
-        "learning_rate": Dimension(0.05, 0.3, log=True),
-        "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
-        "random_strength": Dimension(0.1, 10.0, log=True),
-    },
     # Deliberately small: a few hundred residuals, and it only ranks regimes by how wrong the
     # main model tends to be in them.
     "difficulty_params": {
@@ -180,6 +171,19 @@ _FAST = {
 
 _SETTINGS = {"full": _FULL, "fast": _FAST}
 
+# A target's own search space where the recipe's common one does not fit it. ITL has the most
+# rows and two members: a depth-8, 400-tree trial cost 3x the default one and never won. Its
+# full space stops at the default's depth and size.
+_OWN_SEARCH_SPACE: dict[tuple[str, str], Mapping[str, Dimension]] = {
+    ("full", "itl"): {
+        "iterations": Dimension(150, 300, integer=True, step=50),
+        "depth": Dimension(4, 6, integer=True),
+        "learning_rate": Dimension(0.05, 0.3, log=True),
+        "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
+        "random_strength": Dimension(0.1, 10.0, log=True),
+    },
+}
+
 
 def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
     """The recipe ``name`` (``full`` or ``fast``) of ``target``.
@@ -192,10 +196,7 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
     if name not in _SETTINGS:
         raise ConfigError(f"recipe must be one of {', '.join(RECIPES)}; got {name!r}")
     settings = dict(_SETTINGS[name])
-    own_space = settings.pop(f"{target}_search_space", None)
-    settings = {k: v for k, v in settings.items() if not k.endswith("_search_space")}
-    if own_space is not None:
-        settings["search_space"] = own_space
+    settings["search_space"] = _OWN_SEARCH_SPACE.get((name, target), settings["search_space"])
     return Recipe(
         name=name,
         target=target,
