@@ -263,7 +263,7 @@ def test_predict_options_state_a_server_load_as_concurrent_users():
 
     options = {"gpu": "A10", "llm": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "server"}
     options |= {"rate": None, "concurrency": 16, "batch_size": None, "input_tokens": None}
-    options |= {"output_tokens": None, "engine": None, "engine_year": None}
+    options |= {"output_tokens": None, "engine": None, "engine_version": None, "engine_year": None}
     options |= {"num_gpus": None, "dtype": None}
     query = _query_from_options(options)
     assert query.to_dict("records") == [

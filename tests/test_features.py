@@ -4,7 +4,6 @@ import pandas as pd
 import pytest
 
 from wattgpu.modeling.physical.features import (
-    DEFAULT_ENGINE_YEAR,
     FEATURE_COLUMNS,
     build_features,
     engine_year,
@@ -68,16 +67,30 @@ def test_server_concurrency_follows_littles_law_and_keeps_the_rate(small_catalog
     assert busy["concurrency"] > 2 * light["concurrency"]
 
 
-def test_engine_year_from_the_row_its_date_or_its_family_else_the_default():
+def test_engine_year_from_the_row_its_version_else_today_never_from_file_dates():
     rows = pd.DataFrame(
         {
-            "engine_year": [2023.0, None, None, None, None],
-            "measured_at": [None, "2024-05-01", None, None, None],
-            "family": ["x_2025", "x_2025", "v2_vllm_batch_2024", "latency_sweep", None],
-            "data_commit_date": [None, None, "2026-02-16", "2024-09-27", None],
+            "engine": ["tgi", "vllm", "trtllm", "sglang", "vllm", "hf"],
+            "engine_year": [2023.0, None, None, None, None, None],
+            "engine_version": [None, "0.8.1.post2", "1.2.0rc6.post1", "v0.5.9", None, None],
+            # file dates say nothing about the software
+            "measured_at": ["2030-01-01"] * 6,
+            "family": ["x_2031"] * 6,
+            "data_commit_date": ["2032-02-16"] * 6,
         }
     )
-    assert engine_year(rows).tolist() == [2023.0, 2024.0, 2024.0, 2024.0, DEFAULT_ENGINE_YEAR]
+    # data/engines.csv: vLLM 0.8 of 2025, TensorRT-LLM 1.2.0rc6 of 2026, SGLang 0.5.9 of 2026;
+    # no version: today's release of the engine (vLLM 0.19, 2026), today's vLLM for an
+    # engine the table does not list (hf)
+    assert engine_year(rows).tolist() == [2023.0, 2025.0, 2026.0, 2026.0, 2026.0, 2026.0]
+
+
+def test_a_closed_loop_rate_is_no_input(small_catalog):
+    closed = query(scenario="server", concurrency=16.0, request_rate_rps=3.0)
+    rows = pd.concat([closed, query(scenario="server", request_rate_rps=3.0)], ignore_index=True)
+    features = build_features(rows, small_catalog)
+    assert math.isnan(features.loc[0, "request_rate_rps"])
+    assert features.loc[1, "request_rate_rps"] == 3.0
 
 
 def test_70b_does_not_fit_on_l4(small_catalog):

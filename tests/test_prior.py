@@ -112,3 +112,59 @@ def test_engine_floors_are_fitted_per_engine_from_its_itls():
     assert set(floors) == {"hf"}
     step = FLOOR_GRID[1] / FLOOR_GRID[0]  # the grid's spacing
     assert 0.002 / step <= floors["hf"] <= 0.002 * step
+
+
+def _paired(residuals: list[tuple[str, float, float]], setups: int = 10) -> pd.DataFrame:
+    """``setups`` copies of one set-up measured as (engine, year, log(measured / prior))."""
+    rows = []
+    for setup in range(setups):
+        for engine, year, residual in residuals:
+            rows.append(
+                {"model": f"m{setup}", "gpu": "g", "scenario": "server", "concurrency": 8.0}
+                | {"engine": engine, "engine_year": year, "prior_itl_s": 0.01}
+                | {"itl_median_s": 0.01 * np.exp(residual)}
+            )
+    return pd.DataFrame(rows)
+
+
+def test_engine_effects_come_from_set_ups_measured_on_several_engines():
+    from wattgpu.modeling.physical.prior import fit_engine_effects
+
+    # per set-up: vLLM of 2025 at the prior x 2, TensorRT-LLM of 2025 at 0.8 x that, vLLM of
+    # 2026 at 1.1 x that: the set-up's own offset (log 2) cancels, and what is left is the
+    # engine's log 0.8 and 0.1 per year (the median year of the paired rows is the reference)
+    base = np.log(2.0)
+    rows = _paired(
+        [
+            ("vllm", 2025.0, base),
+            ("trtllm", 2025.0, base + np.log(0.8)),
+            ("vllm", 2026.0, base + 0.1),
+        ]
+    )
+    # a set-up measured once says nothing about engines
+    lone = rows.iloc[:1].assign(model="alone", engine="sglang", itl_median_s=1.0)
+    effects = fit_engine_effects(pd.concat([rows, lone], ignore_index=True))
+    assert effects.factors == pytest.approx({"trtllm": np.log(0.8)})
+    assert effects.per_year == pytest.approx(0.1)
+    assert effects.reference_year == 2025.0
+
+
+def test_engine_effects_are_bounded():
+    from wattgpu.modeling.physical.physics import MAX_ENGINE_EFFECT, MAX_YEAR_EFFECT
+    from wattgpu.modeling.physical.prior import fit_engine_effects
+
+    # 2x per year and 10x for an engine: clipped to 15 % per year and 4x
+    rows = _paired(
+        [("vllm", 2024.0, 0.0), ("vllm", 2025.0, np.log(2.0)), ("hf", 2024.0, np.log(10.0))]
+    )
+    effects = fit_engine_effects(rows)
+    assert effects.per_year == pytest.approx(MAX_YEAR_EFFECT) == pytest.approx(np.log(1.15))
+    assert effects.factors["hf"] == pytest.approx(MAX_ENGINE_EFFECT) == pytest.approx(np.log(4.0))
+
+
+def test_too_few_paired_rows_give_no_engine_effects():
+    from wattgpu.modeling.physical.physics import NO_ENGINE_EFFECTS
+    from wattgpu.modeling.physical.prior import fit_engine_effects
+
+    rows = _paired([("vllm", 2025.0, 0.0), ("trtllm", 2025.0, -0.5)], setups=9)  # 18 rows < 20
+    assert fit_engine_effects(rows) == NO_ENGINE_EFFECTS

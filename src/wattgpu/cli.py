@@ -472,12 +472,20 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 )
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt length (default 512).")
 @click.option("--output-tokens", type=int, default=None, help="Mean output length (default 256).")
-@click.option("--engine", default=None, help="Serving engine (default vllm).")
+@click.option(
+    "--engine", default=None, help="Serving engine: vllm, sglang, trtllm, tgi, ... (default vllm)."
+)
+@click.option(
+    "--engine-version",
+    default=None,
+    help="Version of the engine you run, e.g. 0.19.0 (default: today's release; see "
+    "data/engines.csv).",
+)
 @click.option(
     "--engine-year",
     type=int,
     default=None,
-    help="Release year of the engine version you run (default 2025, the latest measured).",
+    help="Release year of the engine version you run, instead of --engine-version.",
 )
 @click.option(
     "--num-gpus", type=int, default=None, help="GPUs the model is sharded over (default 1)."
@@ -565,7 +573,7 @@ def _query_from_options(options: dict[str, Any]) -> Any:
     row = {"gpu": options["gpu"], "model": options["llm"], "scenario": options["scenario"]}
     row |= {"request_rate_rps": options["rate"], "concurrency": options["concurrency"]}
     row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
-    row |= {k: options[k] for k in ("engine_year", "num_gpus", "dtype")}
+    row |= {k: options[k] for k in ("engine_version", "engine_year", "num_gpus", "dtype")}
     return pd.DataFrame([row]).dropna(axis=1)
 
 
@@ -580,6 +588,7 @@ PREDICT_OPTIONS = {
     "input_tokens": "--input-tokens",
     "output_tokens": "--output-tokens",
     "engine_year": "--engine-year",
+    "engine_version": "--engine-version",
     "engine": "--engine",
     "num_gpus": "--num-gpus",
     "dtype": "--dtype",

@@ -52,8 +52,8 @@ ARGONNE_ENGINES = {
     "llama.cpp": "llama.cpp",
 }
 ARGONNE_ITL_KIND = "batch_latency/output_len (upper bound, incl. prefill)"
-# The serving software of the runs is of 2024: the paper (PMBS 2024, arXiv 2411.00136) and the
-# raw files' last commit (2024-09-27). Without it the rows would get the features' default year.
+# The serving software of the runs is of 2024, as the paper describes it (PMBS 2024, arXiv
+# 2411.00136); the rows name no version. Without it the rows would mean today's engines.
 ARGONNE_ENGINE_YEAR = 2024
 # Under 2 ms per output token a 7B-72B model cannot have generated its output (33 runs: GH200
 # vLLM 2048/2048 of 2k-context models, H100 TensorRT-LLM Qwen2): ITL and throughput are blanked.

@@ -43,6 +43,16 @@ MLENERGY_2023_MODEL_IDS = {
     "metaai/llama-7B": "huggyllama/llama-7b",
     "tatsu-lab/alpaca-7B": "tatsu-lab/alpaca-7b-wdiff",
 }
+# The release year of the serving software of each generation of the leaderboard, as the
+# leaderboard describes its runs (FastChat on the transformers of 2023; TGI and vLLM of 2024 for
+# the V1 server runs and the V2 batch runs; the vLLM of 2025 for V3). The rows name no version.
+MLENERGY_ENGINE_YEARS = {
+    "legacy_hf_bs1_2023": 2023,
+    "hf_batch_branch_2023": 2023,
+    "v1_server_rate_2024": 2024,
+    "v2_vllm_batch_2024": 2024,
+    "v3_vllm_batch_2025": 2025,
+}
 MLENERGY_V3_TEXT_TASKS = ("gpqa", "lm-arena-chat", "sourcegraph-fim")
 ITL_KIND_2023 = "mean_latency/mean_response_length (incl. prefill)"
 ITL_KIND_V2 = "mean TPOT over engine iterations (vLLM stats)"
@@ -68,6 +78,7 @@ def _base(family: str, rel: str, index: int, task: str | None, model: str) -> di
         "model_source_name": model,
         "model": MLENERGY_2023_MODEL_IDS.get(model, model),
         "source": MLENERGY_SOURCE.format(family=family),
+        "engine_year": MLENERGY_ENGINE_YEARS[family],
         "input_tokens": math.nan,
         "pipeline_parallel": 1,
         "_reason": None,

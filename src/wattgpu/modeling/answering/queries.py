@@ -19,12 +19,13 @@ import pandas as pd
 
 from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
+from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
-TEXT_FIELDS = ("engine", "dtype")
+TEXT_FIELDS = ("engine", "engine_version", "dtype")
 # Longest name or text value accepted: longer is a mistake, and would be echoed in the answer.
 MAX_TEXT_LENGTH = 200
 # Longest bad value quoted back in a message.
@@ -286,7 +287,30 @@ def _typed_columns(frame: pd.DataFrame) -> Columns:
             else np.full(n, None, dtype=object)
         )
     _check_dtype(out["dtype"])
+    _check_engine_version(out["engine"], out["engine_version"])
     return out
+
+
+def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
+    """A stated engine version must be one ``data/engines.csv`` dates (else: say which are)."""
+    table = releases()
+    named = np.where(pd.isna(engine), DEFAULT_ENGINE, engine).astype(object)
+    pairs = pd.MultiIndex.from_arrays([named, version.astype(object)])
+    codes, uniques = pd.factorize(pairs)
+    for code, (name, given) in enumerate(uniques):
+        if pd.isna(given) or np.isfinite(table.release_year(name, given)):
+            continue
+        listed = table.years.get(str(name))
+        allowed = (
+            f"must be a release of {name} that data/engines.csv dates ({', '.join(listed)})"
+            if listed
+            else f"is known for {', '.join(table.engines())} only (for {name!r}, give engine_year)"
+        )
+        raise QueryError(
+            f"engine_version {allowed}; got {show(given)}",
+            "engine_version",
+            _first(codes == code),
+        )
 
 
 def _check_dtype(dtype: np.ndarray) -> None:

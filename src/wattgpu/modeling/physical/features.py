@@ -19,6 +19,7 @@ import pandas as pd
 
 from wattgpu.arrays import unique_codes
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
 from wattgpu.modeling.physical import physics
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
@@ -26,14 +27,8 @@ from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 # What a query may leave out, and what it then means.
 DEFAULT_INPUT_TOKENS = 512.0
 DEFAULT_OUTPUT_TOKENS = 256.0
-DEFAULT_ENGINE = "vllm"
 DEFAULT_NUM_GPUS = 1.0
 DEFAULT_DTYPE = "bfloat16"
-# The serving software's generation, as the year of its release: the same H100, vLLM and
-# Llama-3.1-8B draw 276 W with the 2024 engine of ML.ENERGY's runs and 691 W with the 2025 one
-# (a CPU-bound scheduler against an overlapped one), a difference no hardware spec explains. A
-# query that names no year means the most recent measured one.
-DEFAULT_ENGINE_YEAR = 2025.0
 # Which per-request ITL statistic a row's ``itl_s`` is (``itl_statistic`` reads the free-text
 # ``itl_kind`` of a measurement file): the median gap between two tokens, the mean time per
 # output token after the first, or a request's (or batch's) latency / output tokens, which
@@ -70,7 +65,6 @@ CATEGORICAL_FEATURES = (
 ITL_ONLY_FEATURES = ("itl_statistic",)
 NUMERIC_FEATURES = (
     "request_rate_rps",
-    "engine_year",
     "batch_size",
     "input_tokens",
     "output_tokens",
@@ -198,6 +192,9 @@ def fill_workload_defaults(rows: Rows) -> Rows:
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
     out["users"] = _users(columns, n)
+    # A closed loop's rate is what its users achieved: an outcome of the latency, which no query
+    # can send (log(users / rate) is the request time). Its load is the users.
+    out["request_rate_rps"] = np.where(np.isnan(out["users"]), out["request_rate_rps"], np.nan)
     out["engine_year"] = engine_year(columns)
     if "dtype" not in columns or pd.isna(columns["dtype"]).any():
         # a row that names no format: the checkpoint's own where it ships below 16 bits
@@ -221,32 +218,20 @@ def _users(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
     return np.where(np.asarray(_get(columns, "scenario", n)) == "server", stated, np.nan)
 
 
-def _year(values: pd.Series, pattern: str) -> pd.Series:
-    found = values.astype("object").fillna("").astype(str).str.extract(pattern, expand=False)
-    return pd.to_numeric(found, errors="coerce").astype(float)
-
-
 def engine_year(rows: pd.DataFrame | Columns) -> Any:
-    """The release year of the serving software of each row (``DEFAULT_ENGINE_YEAR`` if unknown).
+    """The release year of the serving software of each row (``wattgpu.data.engines``).
 
-    In order: the row's own ``engine_year``; the year of ``measured_at``; the year that ends the
-    name of the source's data ``family`` (the reference data names its generations so, e.g.
-    ``v2_vllm_batch_2024``); the year of the source file's ``data_commit_date``. A Series for a
-    frame, an array for columns.
+    The row's own ``engine_year``, else the year of its ``engine_version``, else today's release
+    of its engine (a query that states neither means the newest). Never read from a file's
+    dates: those would tell the trees which data set a row comes from. A Series for a frame, an
+    array for columns.
     """
     columns = columns_of(rows)
     n = _length(columns)
-    year = pd.to_numeric(_get(columns, "engine_year", n), errors="coerce").astype(float)
-    # Only measurement files carry these (a query has none): the slow text path runs in training.
-    for column, pattern in (
-        ("measured_at", r"^\s*((?:19|20)\d\d)"),
-        ("family", r"_((?:19|20)\d\d)$"),
-        ("data_commit_date", r"^\s*((?:19|20)\d\d)"),
-    ):
-        if column in columns:
-            found = _year(pd.Series(columns[column]), pattern).to_numpy()
-            year = np.where(np.isnan(year), found, year)
-    return _column_as_given(np.where(np.isnan(year), DEFAULT_ENGINE_YEAR, year), rows)
+    engines = _filled(np.asarray(_get(columns, "engine", n), dtype=object), DEFAULT_ENGINE)
+    stated = pd.to_numeric(_get(columns, "engine_year", n), errors="coerce").astype(float)
+    versions = np.asarray(_get(columns, "engine_version", n), dtype=object)
+    return _column_as_given(engine_years(engines, versions, stated), rows)
 
 
 def itl_statistic(kind: Column) -> Column:
@@ -368,6 +353,7 @@ def with_prior(
     rows: Rows,
     constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
     floors: dict[str, float] | None = None,
+    effects: physics.EngineEffects | None = None,
 ) -> Rows:
     """Add (or replace) the analytical model's answer and the server concurrency it implies.
 
@@ -377,15 +363,19 @@ def with_prior(
     ``floors[engine]`` (s per layer, default ``physics.DEFAULT_ENGINE_FLOORS``) x layers; 0 for
     vLLM and unknown engines. ``prior_power_cpu_w``: the prior power when a step lasts at least
     that long, the GPU busy for ``prior_itl_s`` of it and idle for the rest (the power target is
-    the log-ratio to it). Their logs are features. ``concurrency`` of a server row: the sequences
+    the log-ratio to it); their logs are features. ``effects`` (default
+    ``physics.DEFAULT_ENGINE_EFFECTS``) scale the prior ITL by the row's engine and its release
+    year, within the bounds of ``physics``. ``concurrency`` of a server row: the sequences
     decoding at once, by Little's law at its request rate or, for a closed loop, its ``users``
     (capped by the KV cache), so that a server and an offline batch with the same load look
     alike to the trees.
     """
     out = columns_of(rows)
     prior = physics.serving_model_columns(out, constants)
+    effects = physics.DEFAULT_ENGINE_EFFECTS if effects is None else effects
+    years = out["engine_year"] if "engine_year" in out else engine_year(out)
     out["prior_power_w"] = prior["power_w"]
-    out["prior_itl_s"] = prior["itl_s"]
+    out["prior_itl_s"] = prior["itl_s"] * np.exp(effects.log_factor(out["engine"], years))
     out["prior_prefill_share"] = prior["prefill_share"]
     if "itl_s" in out:
         out["itl_median_s"] = median_itl(out)

@@ -105,6 +105,46 @@ DEFAULT_ENGINE_FLOORS: dict[str, float] = {
     "trtllm": 1.295e-04,
 }
 
+# The most one year of a stated engine release may change a decode step: a user who states the
+# wrong year, or a release nobody measured, moves no answer by more than 15 % per year.
+MAX_YEAR_EFFECT = float(np.log(1.15))
+# The most an engine's own factor may scale the analytical step (4x either way).
+MAX_ENGINE_EFFECT = float(np.log(4.0))
+
+
+@dataclass(frozen=True)
+class EngineEffects:
+    """How the serving engine scales the analytical decode step, learnt from paired rows.
+
+    ``step x exp(factors[engine] + per_year x (year - reference_year))``, fitted where the same
+    LLM, GPU and workload ran on several engines or releases
+    (``modeling.physical.prior.fit_engine_effects``) and bounded by ``MAX_ENGINE_EFFECT`` and
+    ``MAX_YEAR_EFFECT``. An engine with no factor (vLLM, or one never paired) scales by 1.
+
+    Attributes:
+        factors: log factor per engine name.
+        per_year: log change of the step per year of engine release.
+        reference_year: the release year at which ``per_year`` contributes nothing.
+
+    """
+
+    factors: Mapping[str, float]
+    per_year: float
+    reference_year: float
+
+    def log_factor(self, engines: np.ndarray, years: np.ndarray) -> np.ndarray:
+        """The log factor of each row's (engine, release year)."""
+        names, codes = np.unique(np.asarray(engines, dtype=str), return_inverse=True)
+        own = np.array([self.factors.get(str(e), 0.0) for e in names], dtype=float)[codes]
+        year = np.asarray(years, dtype=float) - self.reference_year
+        return own + self.per_year * np.where(np.isnan(year), 0.0, year)
+
+
+NO_ENGINE_EFFECTS = EngineEffects({}, 0.0, 2025.0)
+# Fitted to the reference rows (``modeling.physical.prior.fit_engine_effects``); refit with
+#   python bench/simulator_fidelity.py --refit
+DEFAULT_ENGINE_EFFECTS = NO_ENGINE_EFFECTS
+
 # What a fit may choose from: efficiencies within (0, 1], overheads below 50 ms and 2 ms.
 CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
     "memory_efficiency": (0.05, 1.0),

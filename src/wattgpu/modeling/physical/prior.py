@@ -14,9 +14,16 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.modeling.physical.features import with_prior
-from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.physical.physics import (
+    DEFAULT_CONSTANTS,
+    MAX_ENGINE_EFFECT,
+    MAX_YEAR_EFFECT,
+    NO_ENGINE_EFFECTS,
+    EngineEffects,
+    PhysicalConstants,
+)
 from wattgpu.modeling.physical.simulate import calibrate
-from wattgpu.modeling.physical.targets import SOURCE_COLUMN, rows_measuring
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN, SOURCE_COLUMN, rows_measuring
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs
 # of ML.ENERGY, whose CPU-bound engine no spec-based model can tell apart (on the same H100 and
@@ -75,8 +82,75 @@ def fit_engine_floors(rows: pd.DataFrame) -> dict[str, float]:
     return floors
 
 
+# What makes two rows the same set-up but for the engine: one LLM on one GPU under one workload.
+PAIRING_COLUMNS = (
+    "model",
+    "gpu",
+    "dtype",
+    "num_gpus",
+    "scenario",
+    "input_tokens",
+    "output_tokens",
+    "concurrency",
+    "request_rate_rps",
+    "itl_statistic",
+)
+
+
+def fit_engine_effects(rows: pd.DataFrame) -> EngineEffects:
+    """The engines' factors on the decode step and the per-year trend, from paired rows only.
+
+    Rows of one set-up (``PAIRING_COLUMNS``) measured on several (engine, release year) pairs
+    tell what the engine changes with nothing else changed: their log-ratios of measured to
+    prior ITL, centred per set-up, are fitted by least squares on one indicator per engine
+    (vLLM the reference) and the release year, and the results are clipped to the bounds of
+    ``physics``. ``rows`` need the prior columns without engine effects. Nothing paired (or too
+    few rows): no effects.
+    """
+    measured = rows_measuring(MEASURED_COLUMN["itl"], rows)
+    if measured.empty:
+        return NO_ENGINE_EFFECTS
+    setups = measured.reindex(columns=list(PAIRING_COLUMNS)).astype(object).fillna("")
+    keys = setups.groupby(list(PAIRING_COLUMNS), dropna=False).ngroup()
+    variant = measured["engine"].astype(str) + "@" + measured["engine_year"].astype(str)
+    paired = variant.groupby(keys).transform("nunique") > 1
+    part = measured[paired.to_numpy()]
+    if len(part) < MIN_FIT_ROWS:
+        return NO_ENGINE_EFFECTS
+    group = keys[paired.to_numpy()].to_numpy()
+    residual = np.log(
+        part[MEASURED_COLUMN["itl"]].to_numpy(float) / part["prior_itl_s"].to_numpy(float)
+    )
+    engines = sorted(set(part["engine"].astype(str)) - {CALIBRATED_ENGINE})
+    reference = float(np.median(part["engine_year"].to_numpy(float)))
+    design = np.column_stack(
+        [(part["engine"].astype(str) == e).to_numpy(float) for e in engines]
+        + [part["engine_year"].to_numpy(float) - reference]
+    )
+    frame = pd.DataFrame(np.column_stack([residual, design]))
+    centred = (frame - frame.groupby(group).transform("mean")).to_numpy()
+    solution, *_ = np.linalg.lstsq(centred[:, 1:], centred[:, 0], rcond=None)
+    factors = {
+        e: float(np.clip(solution[i], -MAX_ENGINE_EFFECT, MAX_ENGINE_EFFECT))
+        for i, e in enumerate(engines)
+        if np.any(centred[:, 1 + i] != 0.0)
+    }
+    per_year = float(np.clip(solution[-1], -MAX_YEAR_EFFECT, MAX_YEAR_EFFECT))
+    return EngineEffects(factors, per_year, reference)
+
+
+def fit_prior(train: pd.DataFrame) -> tuple[PhysicalConstants, dict[str, float], EngineEffects]:
+    """The analytical model's constants, engine floors and engine effects fitted on ``train``."""
+    constants = fit_constants(train)
+    floors = fit_engine_floors(with_prior(train, constants, floors={}, effects=NO_ENGINE_EFFECTS))
+    effects = fit_engine_effects(with_prior(train, constants, floors, NO_ENGINE_EFFECTS))
+    return constants, floors, effects
+
+
 def refit_prior(train: pd.DataFrame, test: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both sides of a fold with the prior columns of constants and floors fitted on ``train``."""
-    constants = fit_constants(train)
-    floors = fit_engine_floors(with_prior(train, constants, floors={}))
-    return with_prior(train, constants, floors), with_prior(test, constants, floors)
+    constants, floors, effects = fit_prior(train)
+    return (
+        with_prior(train, constants, floors, effects),
+        with_prior(test, constants, floors, effects),
+    )
