@@ -141,7 +141,7 @@ def test_feature_matrix_has_every_column_and_no_nan_categoricals(small_catalog):
     assert list(matrix.columns) == list(FEATURE_COLUMNS)
     assert matrix.loc[0, "engine"] == "vllm"
     assert matrix.loc[0, "llm_family"] == "llama"
-    assert matrix.loc[0, "itl_statistic"] == "median"
+    assert "itl_statistic" not in matrix.columns
 
 
 def test_itl_statistic_reads_the_free_text_itl_kind():
@@ -169,10 +169,10 @@ def test_itl_statistic_reads_the_free_text_itl_kind():
     ]
 
 
-def test_the_itl_statistic_is_constant_in_the_power_matrix(small_catalog):
+def test_the_itl_statistic_is_read_but_is_no_feature(small_catalog):
     rows = build_features(query(itl_kind="mean TPOT"), small_catalog)
-    assert feature_matrix(rows, "itl").loc[0, "itl_statistic"] == "mean"
-    assert feature_matrix(rows, "power").loc[0, "itl_statistic"] == "median"
+    assert rows.loc[0, "itl_statistic"] == "mean"
+    assert "itl_statistic" not in feature_matrix(rows, "itl").columns
 
 
 def test_physics_prior_of_llama_8b_on_h100_at_batch_1_by_hand(small_catalog):
@@ -205,3 +205,32 @@ def test_mxfp4_weights_take_about_half_a_byte(small_catalog):
     # a dense LLM: all but embeddings and head at 0.53125 bytes (an E8M0 scale per 32 weights):
     # 2,101,346,304 + 0.53125 x 6,979,326,848 = 2,101,346,304 + 3,707,767,388 = 5,809,113,692
     assert row["weight_bytes"] == pytest.approx(5_809_113_692, rel=1e-12)
+
+
+@pytest.mark.parametrize("target", ["itl", "ttft"])
+def test_the_latency_models_take_no_input_a_query_cannot_send(catalog, target):
+    """Each trained feature is a function of the query's own fields (and the catalogue).
+
+    The shipped measurement rows, rebuilt from nothing but the columns a query may send
+    (``queries.ALL_FIELDS``), give every feature the models use exactly as the full rows do: no
+    feature reads a row's source, file dates, measured statistic or achieved rate.
+    """
+    import glob
+
+    from wattgpu.config import SHIPPED_DATA_DIR
+    from wattgpu.data.measurements import read_measurements, resolve_names
+    from wattgpu.modeling.answering.queries import ALL_FIELDS
+    from wattgpu.modeling.learning.recipe import recipe_of
+
+    files = glob.glob(str(SHIPPED_DATA_DIR / "measurements" / "*.csv"))
+    rows, _ = resolve_names(read_measurements([f for f in files if "dropped" not in f]), catalog)
+    sendable = rows[[c for c in rows.columns if c in ALL_FIELDS]]
+    assert {"source", "measured_at", "itl_kind", "family"}.isdisjoint(sendable.columns)
+    used = [
+        c
+        for c in FEATURE_COLUMNS
+        if any(c not in without for without in recipe_of(target, "fast").members)
+    ]
+    full = feature_matrix(build_features(rows, catalog), target)[used]
+    from_query = feature_matrix(build_features(sendable, catalog), target)[used]
+    pd.testing.assert_frame_equal(from_query, full)

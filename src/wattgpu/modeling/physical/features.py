@@ -54,15 +54,15 @@ Column = TypeVar("Column", pd.Series, np.ndarray)
 # in the real data, those let the trees memorise GPUs instead of generalising to unseen ones
 # (leave-one-GPU-out MdAPE on ../shared/reference with CatBoost defaults: power offline
 # 21.7 -> 20.2 %, server 18.6 -> 14.3 %, ITL 13.0 -> 12.8 %).
+# No feature says how a row's ITL was measured (``itl_statistic``): a query cannot send it, and
+# each data set measures one statistic, so it named the data set. ``median_itl`` turns every
+# row's ITL into the served statistic before it becomes a target instead.
 CATEGORICAL_FEATURES = (
     "scenario",
     "engine",
-    "itl_statistic",
     "llm_family",
     "llm_arch",
 )
-# Features that describe the ITL measurement itself: constant (the default) for other targets.
-ITL_ONLY_FEATURES = ("itl_statistic",)
 NUMERIC_FEATURES = (
     "request_rate_rps",
     "batch_size",
@@ -456,20 +456,14 @@ def concurrency(rows: pd.DataFrame | Columns, server_concurrency: Any) -> Any:
 def feature_matrix(rows: Rows, target: str | None = None, without: tuple[str, ...] = ()) -> Rows:
     """The model input: categoricals as strings ("missing" for blanks), numerics as floats.
 
-    For a ``target`` other than ``itl``, ``ITL_ONLY_FEATURES`` hold their default on every row:
-    how a data set reported its ITL says nothing about power, but would tell the trees which data
-    set a row comes from. Columns named in ``without`` are left out; the rest come in the order
-    of ``FEATURE_COLUMNS``.
+    The same columns for every ``target`` (kept for the callers that name one). Columns named in
+    ``without`` are left out; the rest come in the order of ``FEATURE_COLUMNS``.
     """
     columns = columns_of(rows)
     n = _length(columns)
     out: Columns = {}
     for column in CATEGORICAL_FEATURES:
-        if column in without:
-            continue
-        if target not in (None, "itl") and column in ITL_ONLY_FEATURES:
-            out[column] = np.full(n, DEFAULT_ITL_STATISTIC, dtype=object)
-        else:
+        if column not in without:
             out[column] = _map_unique(_get(columns, column, n), _category, object)
     for column in NUMERIC_FEATURES:
         if column not in without:
