@@ -38,6 +38,16 @@ ITL_STATISTICS = ("median", "mean", "with_prefill")
 DEFAULT_ITL_STATISTIC = "median"
 # The statistics that count prefills in the time per token (see ``median_itl``).
 ITL_WITH_PREFILLS = ("mean", "with_prefill")
+# The GPU's tensor throughput (a ``gpu_*`` catalogue column) that a weight format computes at
+# when the GPU has it (``tensor_tflops``); any other format computes in 16 bits.
+TENSOR_FORMAT_COLUMN = {
+    "fp8": "gpu_fp8_tensor_tflops",
+    "float8": "gpu_fp8_tensor_tflops",
+    "fp8_block": "gpu_fp8_tensor_tflops",
+    "int8": "gpu_int8_tensor_tops",
+    "nvfp4": "gpu_fp4_tensor_tflops",
+    "mxfp4": "gpu_fp4_tensor_tflops",
+}
 # Share of the memory left after the weights that an engine gives to the KV cache.
 KV_CACHE_MEMORY_SHARE = 0.9
 
@@ -74,6 +84,9 @@ NUMERIC_FEATURES = (
     "gpu_memory_bandwidth_gb_s",
     "gpu_fp16_tensor_tflops",
     "gpu_tdp_w",
+    # 1 where the GPU runs fused (FlashAttention-class) attention kernels, 0 on Volta and Turing,
+    # where engines fall back to slower attention (``catalog.KERNEL_FEATURES``)
+    "gpu_fused_attention",
     "llm_params_b",
     "llm_active_params_b",
     "llm_num_layers",
@@ -276,8 +289,8 @@ def physics_features(rows: Rows) -> Rows:
     ``expert_weight_bytes``: what every decode step reads and one routed expert;
     ``bandwidth_latency_s``: time to read the weights a decode step of the row's concurrency
     touches at full memory bandwidth of all GPUs (``with_prior``); ``compute_latency_s``: 2 FLOP
-    per active parameter at FP16 tensor peak; ``kv_bytes_per_token``: K and V, 16-bit, every KV
-    layer.
+    per active parameter at the tensor peak of the row's format (``tensor_tflops``);
+    ``kv_bytes_per_token``: K and V, 16-bit, every KV layer.
     """
     out = fill_workload_defaults(columns_of(rows))
     n = _length(out)
@@ -288,7 +301,8 @@ def physics_features(rows: Rows) -> Rows:
         params_b = _floats(out["llm_params_b"])
         params = params_b * 1e9
         active = _filled(_floats(out["llm_active_params_b"]), params_b) * 1e9
-        flops = _floats(out["gpu_fp16_tensor_tflops"]) * 1e12
+        out["tensor_tflops"] = tensor_tflops(out)
+        flops = out["tensor_tflops"] * 1e12
         out["log_params"] = np.log10(params)
         out.update(_weight_layout(out, bpp))
         out["weight_bytes_per_gpu"] = out["weight_bytes"] / num_gpus
@@ -316,6 +330,24 @@ def physics_features(rows: Rows) -> Rows:
         else _map_unique(kind, _one_itl_statistic, object)
     )
     return _as_given(with_prior(out), rows)
+
+
+def tensor_tflops(out: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The dense tensor TFLOP/s each row's weight format computes at on its GPU.
+
+    An FP8 checkpoint runs FP8 matrix products on a GPU with FP8 tensor cores, an FP4 one (NVFP4,
+    MXFP4) FP4 products on a GPU with FP4 tensor cores, INT8 INT8 ones; on a GPU without them,
+    and for weight-only formats (INT4 AWQ/GPTQ), the weights are widened and multiplied in 16 bits.
+    """
+    n = _length(out)
+    fp16 = _floats(out["gpu_fp16_tensor_tflops"])
+    formats = _map_unique(out["dtype"], lambda d: TENSOR_FORMAT_COLUMN.get(str(d).lower()), object)
+    faster = fp16.copy()
+    for column in set(TENSOR_FORMAT_COLUMN.values()):
+        rows = formats == column
+        if rows.any():
+            faster[rows] = _floats(_get(out, column, n))[rows]
+    return np.where(np.isfinite(faster) & (faster > 0), faster, fp16)
 
 
 def _weight_layout(out: Columns, bpp: np.ndarray) -> Columns:

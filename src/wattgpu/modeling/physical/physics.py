@@ -363,7 +363,10 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
     bandwidth = _values(
         rows, "gpu_memory_bandwidth_gb_s", FALLBACK_SPECS["gpu_memory_bandwidth_gb_s"], True
     )
-    flops = _values(rows, "gpu_fp16_tensor_tflops", FALLBACK_SPECS["gpu_fp16_tensor_tflops"], True)
+    fp16 = _values(rows, "gpu_fp16_tensor_tflops", FALLBACK_SPECS["gpu_fp16_tensor_tflops"], True)
+    # the tensor peak of the row's weight format, where the features gave it (``tensor_tflops``)
+    flops = _values(rows, "tensor_tflops", np.nan, positive=True)
+    flops = np.where(np.isfinite(flops), flops, fp16)
     tdp = _values(rows, "gpu_tdp_w", FALLBACK_SPECS["gpu_tdp_w"], positive=True)
     bandwidth = bandwidth * 1e9 * c.memory_efficiency * gpus  # achieved bytes/s, all GPUs
     flops = flops * 1e12 * c.compute_efficiency * gpus  # achieved FLOP/s, all GPUs
