@@ -234,3 +234,27 @@ def test_the_latency_models_take_no_input_a_query_cannot_send(catalog, target):
     full = feature_matrix(build_features(rows, catalog), target)[used]
     from_query = feature_matrix(build_features(sendable, catalog), target)[used]
     pd.testing.assert_frame_equal(from_query, full)
+
+
+def test_kv_cache_bytes_per_token_of_mla_sliding_window_and_linear_attention_by_hand():
+    import numpy as np
+
+    from wattgpu.modeling.physical.features import kv_bytes_per_token
+
+    nan = float("nan")
+    columns = {  # DeepSeek-R1 (MLA), gpt-oss-120b (sliding), Qwen3.5-397B (linear hybrid)
+        "llm_num_layers": np.array([61.0, 36.0, 60.0]),
+        "llm_num_kv_layers": np.array([61.0, 18.0, 15.0]),
+        "llm_num_kv_heads": np.array([128.0, 8.0, 2.0]),
+        "llm_head_dim": np.array([128.0, 64.0, 256.0]),
+        "llm_kv_lora_rank": np.array([512.0, nan, nan]),
+        "llm_qk_rope_head_dim": np.array([64.0, nan, nan]),
+        "llm_num_sliding_layers": np.array([nan, 18.0, nan]),
+        "llm_sliding_window": np.array([nan, 128.0, nan]),
+    }
+    got = kv_bytes_per_token(columns, np.array([768.0, 768.0, 768.0]))
+    # MLA: (512 + 64) x 2 B x 61 layers = 70,272 B
+    # gpt-oss: 2 x 8 x 64 x 2 = 2,048 B per layer; 18 full layers + 18 sliding ones holding
+    # 128 of 768 tokens: 2,048 x (18 + 18 x 128 / 768) = 2,048 x 21 = 43,008 B
+    # Qwen3.5: 2 x 2 x 256 x 2 = 2,048 B x 15 full-attention layers = 30,720 B (45 linear: none)
+    assert got.tolist() == [70272.0, 43008.0, 30720.0]

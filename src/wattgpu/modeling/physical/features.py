@@ -307,14 +307,11 @@ def physics_features(rows: Rows) -> Rows:
         out.update(_weight_layout(out, bpp))
         out["weight_bytes_per_gpu"] = out["weight_bytes"] / num_gpus
         out["compute_latency_s"] = 2.0 * active / (flops * num_gpus)
-        layers = _floats(out["llm_num_layers"])
-        kv_layers = _filled(_floats(out.get("llm_num_kv_layers", layers)), layers)
-        kv_heads, head_dim = _floats(out["llm_num_kv_heads"]), _floats(out["llm_head_dim"])
-        out["kv_bytes_per_token"] = 2.0 * kv_heads * head_dim * 2.0 * kv_layers
+        tokens_per_seq = _floats(out["input_tokens"]) + _floats(out["output_tokens"])
+        out["kv_bytes_per_token"] = kv_bytes_per_token(out, tokens_per_seq)
         total_memory = _floats(out["gpu_memory_gb"]) * 1e9 * num_gpus
         out["free_memory_gb"] = (total_memory - out["weight_bytes"]) / 1e9
         out["fits_in_memory"] = (out["free_memory_gb"] > 0).astype(float)
-        tokens_per_seq = _floats(out["input_tokens"]) + _floats(out["output_tokens"])
         kv_per_seq = out["kv_bytes_per_token"] * tokens_per_seq
         kv_per_seq = np.where(kv_per_seq == 0.0, np.nan, kv_per_seq)
         free = np.maximum(out["free_memory_gb"], 0.0)  # NaN stays NaN, as in Series.clip
@@ -330,6 +327,31 @@ def physics_features(rows: Rows) -> Rows:
         else _map_unique(kind, _one_itl_statistic, object)
     )
     return _as_given(with_prior(out), rows)
+
+
+def kv_bytes_per_token(out: Mapping[str, np.ndarray], tokens_per_seq: np.ndarray) -> np.ndarray:
+    """KV-cache bytes one token of a ``tokens_per_seq``-token sequence holds, 16-bit, all layers.
+
+    Per layer: K and V of every KV head (``2 x kv_heads x head_dim x 2`` bytes), or under
+    multi-head latent attention (MLA, DeepSeek) the compressed latent and the rotary key
+    (``(kv_lora_rank + qk_rope_head_dim) x 2``). Full-attention layers (``num_kv_layers``) hold
+    every token; sliding-window layers hold the last ``sliding_window`` tokens, a share
+    ``min(1, window / tokens)`` of the sequence; linear-attention layers keep a fixed-size state
+    and no cache per token.
+    """
+    n = _length(out)
+    layers = _floats(out["llm_num_layers"])
+    full = _filled(_floats(_get(out, "llm_num_kv_layers", n)), layers)
+    heads = 2.0 * _floats(out["llm_num_kv_heads"]) * _floats(out["llm_head_dim"]) * 2.0
+    latent = (
+        _floats(_get(out, "llm_kv_lora_rank", n)) + _floats(_get(out, "llm_qk_rope_head_dim", n))
+    ) * 2.0
+    per_layer = np.where(np.isfinite(latent), latent, heads)
+    sliding = _filled(_floats(_get(out, "llm_num_sliding_layers", n)), 0.0)
+    window = _floats(_get(out, "llm_sliding_window", n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(np.isfinite(window), np.minimum(1.0, window / tokens_per_seq), 1.0)
+    return per_layer * (full + sliding * share)
 
 
 def tensor_tflops(out: Mapping[str, np.ndarray]) -> np.ndarray:
