@@ -65,6 +65,9 @@ def gpu_row(name: str, **overrides: object) -> dict:
         "l2_cache_mb": 50.0,
         "transistors_m": 80000.0,
         "process_nm": 4,
+        "compute_capability": 9.0,
+        "fp8_tensor_tflops": 1978.9,
+        "int8_tensor_tops": 1978.9,
     }
     row.update(overrides)
     return row
@@ -109,6 +112,9 @@ def small_catalog() -> Catalog:
                 memory_type="GDDR6",
                 memory_bandwidth_gb_s=300.0,
                 fp16_tensor_tflops=121.0,
+                compute_capability=8.9,
+                fp8_tensor_tflops=242.5,
+                int8_tensor_tops=242.5,
                 tdp_w=72.0,
                 base_clock_mhz=795.0,
                 boost_clock_mhz=2040.0,

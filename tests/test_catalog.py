@@ -1,8 +1,9 @@
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import gpu_row, llm_row
 
-from wattgpu.data.catalog import Catalog, normalise_name
+from wattgpu.data.catalog import Catalog, kernel_features, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
 
 REQUIRED_GPUS = [
@@ -32,7 +33,30 @@ REQUIRED_GPUS = [
     "NVIDIA GeForce RTX 4090",
     "NVIDIA RTX A6000",
     "NVIDIA RTX 6000 Ada Generation",
+    "NVIDIA A2",
+    "NVIDIA H800",
+    "NVIDIA GeForce RTX 5090",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "NVIDIA B300",
+    "NVIDIA GB200",
+    "NVIDIA GB300",
 ]
+# NVIDIA AIConfigurator's system names (its systems/*.yaml; b60 is not an NVIDIA GPU).
+AICONFIGURATOR_SYSTEMS = {
+    "a100_pcie": "NVIDIA A100 PCIe 80GB",
+    "a100_sxm": "NVIDIA A100 SXM4 80GB",
+    "a30": "NVIDIA A30",
+    "b200_sxm": "NVIDIA B200",
+    "b300_sxm": "NVIDIA B300",
+    "gb200": "NVIDIA GB200",
+    "gb300": "NVIDIA GB300",
+    "h100_pcie": "NVIDIA H100 PCIe",
+    "h100_sxm": "NVIDIA H100 SXM5",
+    "h200_sxm": "NVIDIA H200 SXM",
+    "l4": "NVIDIA L4",
+    "l40s": "NVIDIA L40S",
+    "rtx_pro_6000_server": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+}
 
 
 def test_normalisation_ignores_case_and_punctuation_but_keeps_dots():
@@ -43,6 +67,35 @@ def test_normalisation_ignores_case_and_punctuation_but_keeps_dots():
 def test_every_required_gpu_is_its_own_row(catalog):
     resolved = [catalog.resolve_gpu(name) for name in REQUIRED_GPUS]
     assert len(set(resolved)) == len(REQUIRED_GPUS)
+
+
+def test_aiconfigurator_system_names_are_exact_aliases(catalog):
+    for system, gpu in AICONFIGURATOR_SYSTEMS.items():
+        assert catalog.find_gpu(system) == gpu, system
+
+
+def test_kernel_features_follow_compute_capability(catalog):
+    names = np.array(["NVIDIA Tesla V100 SXM2 16GB", "NVIDIA Tesla T4", "NVIDIA A100 SXM4 80GB"])
+    names = np.append(names, ["NVIDIA L4", "NVIDIA H100 SXM5", "NVIDIA B200", "NVIDIA B300"])
+    names = np.append(names, ["NVIDIA GeForce RTX 5090", "not a GPU"])
+    specs = catalog.spec_arrays("gpu", names)
+    assert list(specs["gpu_compute_capability"][:-1]) == [7.0, 7.5, 8.0, 8.9, 9.0, 10.0, 10.3, 12.0]
+    assert list(specs["gpu_bf16"][:-1]) == [False, False, True, True, True, True, True, True]
+    assert list(specs["gpu_fused_attention"][:-1]) == list(specs["gpu_bf16"][:-1])
+    assert list(specs["gpu_fp8"][:-1]) == [False, False, False, True, True, True, True, True]
+    assert list(specs["gpu_fp4"][:-1]) == [False, False, False, False, False, True, True, True]
+    assert pd.isna(specs["gpu_fp8"][-1])
+    # derived, never stored: the catalogue table keeps the facts only
+    assert "fp8" not in catalog.gpus.columns
+
+
+def test_kernel_features_are_not_stored_and_blank_without_a_capability():
+    llms = pd.DataFrame([llm_row("m")])
+    with pytest.raises(DataError, match="fp8 are derived from compute_capability"):
+        Catalog.from_frames(pd.DataFrame([gpu_row("A", fp8=True)]), llms)
+    bare = pd.DataFrame([gpu_row("A")]).drop(columns=["compute_capability"])
+    features = kernel_features(Catalog.from_frames(bare, llms).gpus["compute_capability"])
+    assert features.isna().all().all()
 
 
 def test_nvidia_smi_names_mean_the_right_variant(catalog):
@@ -124,7 +177,13 @@ def test_a_family_name_lists_its_variants(catalog):
 
 
 def test_a_family_name_with_one_variant_resolves(catalog):
-    assert catalog.resolve_gpu("RTX 6000") == "NVIDIA RTX 6000 Ada Generation"
+    assert catalog.resolve_gpu("RTX 6000 Ada") == "NVIDIA RTX 6000 Ada Generation"
+    assert catalog.resolve_gpu("PRO 6000") == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    # "RTX 6000" names the Ada card and the RTX PRO 6000 Blackwell alike
+    assert catalog.match("gpu", "RTX 6000").family == (
+        "NVIDIA RTX 6000 Ada Generation",
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    )
     assert catalog.resolve_gpu("Tesla V100 PCIe 32GB") == "NVIDIA Tesla V100 PCIe 32GB"
     assert catalog.resolve_llm("Llama-3.1-8B-Instruct") == "meta-llama/Llama-3.1-8B-Instruct"
     assert catalog.resolve_llm("Llama 3.3 70B") == "meta-llama/Llama-3.3-70B-Instruct"

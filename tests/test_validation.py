@@ -52,6 +52,11 @@ def gpus_frame() -> pd.DataFrame:
             "l2_cache_mb": [50.0, 40.0],
             "transistors_m": [80000, 54200],
             "process_nm": [4, 7],
+            "compute_capability": [9.0, 8.0],
+            "fp8_tensor_tflops": [1978.9, np.nan],
+            "fp4_tensor_tflops": [np.nan, np.nan],
+            "int8_tensor_tops": [1978.9, 624.0],
+            "int4_tensor_tops": [np.nan, 1248.0],
         }
     )
 
@@ -160,6 +165,41 @@ BROKEN = [
         ("expect_column_values_to_be_between", "boost_over_base_clock"),
         "NVIDIA A100 PCIe 80GB",
         id="boost-below-base",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("compute_capability", 1, 8.5),
+        ("expect_column_values_to_be_in_set", "compute_capability"),
+        "NVIDIA A100 PCIe 80GB",
+        id="unknown-compute-capability",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("fp8_tensor_tflops", 1, 624.0),
+        ("expect_column_values_to_be_in_set", "fp8_given_iff_capable"),
+        "NVIDIA A100 PCIe 80GB",
+        id="fp8-on-ampere",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("fp8_tensor_tflops", 0, np.nan),
+        ("expect_column_values_to_be_in_set", "fp8_given_iff_capable"),
+        "NVIDIA H100 SXM5 80GB",
+        id="no-fp8-on-hopper",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("fp4_tensor_tflops", 0, 3957.8),
+        ("expect_column_values_to_be_in_set", "fp4_only_if_capable"),
+        "NVIDIA H100 SXM5 80GB",
+        id="fp4-on-hopper",
+    ),
+    pytest.param(
+        "gpus",
+        set_value("fp8_tensor_tflops", 0, 900.0),
+        ("expect_column_values_to_be_between", "fp8_over_fp16"),
+        "NVIDIA H100 SXM5 80GB",
+        id="fp8-below-fp16",
     ),
     pytest.param(
         "gpus",

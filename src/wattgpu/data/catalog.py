@@ -19,7 +19,7 @@ from wattgpu.arrays import unique_codes
 from wattgpu.data.names import NameIndex, NameMatch, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
 
-__all__ = ["Catalog", "NameMatch", "SpecArrays", "normalise_name"]
+__all__ = ["Catalog", "NameMatch", "SpecArrays", "kernel_features", "normalise_name"]
 
 GPU_NUMERIC_COLUMNS = (
     "release_year",
@@ -36,7 +36,21 @@ GPU_NUMERIC_COLUMNS = (
     "process_nm",
 )
 GPU_TEXT_COLUMNS = ("vendor", "architecture", "form_factor", "memory_type")
-GPU_COLUMNS = ("gpu", "aliases", *GPU_TEXT_COLUMNS, *GPU_NUMERIC_COLUMNS)
+GPU_COLUMNS = ("gpu", "aliases", *GPU_TEXT_COLUMNS, *GPU_NUMERIC_COLUMNS, "compute_capability")
+# Dense tensor throughput per number format beside fp16_tensor_tflops: blank where the GPU has
+# no such tensor format or its sheet gives no figure; a catalogue may leave them out (blank).
+GPU_THROUGHPUT_COLUMNS = (
+    "fp8_tensor_tflops",
+    "fp4_tensor_tflops",
+    "int8_tensor_tops",
+    "int4_tensor_tops",
+)
+# Kernel features serving engines depend on, each the least compute capability that has it
+# (CUDA's tables; FlashAttention-2-class fused attention needs SM80, so Volta and Turing fall back
+# to slower attention in vLLM/TGI). They are derived, not stored: each follows from
+# compute_capability alone, so a stored copy could only disagree with it. They reach the
+# features as gpu_bf16, gpu_fp8, gpu_fp4 and gpu_fused_attention (see ``kernel_features``).
+KERNEL_FEATURES = {"bf16": 8.0, "fp8": 8.9, "fp4": 10.0, "fused_attention": 8.0}
 
 LLM_NUMERIC_COLUMNS = (
     "params_b",
@@ -71,6 +85,22 @@ def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame
     if missing:
         raise DataError(f"{table} file {path} lacks column(s) {', '.join(missing)}")
     return frame
+
+
+def kernel_features(compute_capability: pd.Series) -> pd.DataFrame:
+    """The kernel features (``KERNEL_FEATURES``) each GPU has, from its compute capability.
+
+    One boolean column per feature; blank (``None``) where the compute capability is blank.
+    """
+    capability = pd.to_numeric(compute_capability, errors="coerce")
+    known = capability.notna()
+    return pd.DataFrame(
+        {
+            feature: (capability >= least).astype(object).where(known, None)
+            for feature, least in KERNEL_FEATURES.items()
+        },
+        index=compute_capability.index,
+    )
 
 
 @dataclass(frozen=True)
@@ -144,6 +174,15 @@ class Catalog:
             dupes = frame[key][frame[key].duplicated()].tolist()
             if dupes:
                 raise DataError(f"{table}: duplicate {key} {dupes[0]!r}; each must be unique")
+        stored = [c for c in KERNEL_FEATURES if c in gpus.columns]
+        if stored:
+            raise DataError(
+                f"gpus: column(s) {', '.join(stored)} are derived from compute_capability; "
+                "remove them from the catalogue"
+            )
+        for column in ("compute_capability", *GPU_THROUGHPUT_COLUMNS):
+            if column not in gpus.columns:
+                gpus[column] = np.nan
         if "num_kv_layers" not in llms.columns:
             llms["num_kv_layers"] = llms["num_layers"]
         for column in LLM_MOE_COLUMNS:
@@ -154,7 +193,11 @@ class Catalog:
         return cls(
             gpus=gpus.set_index("gpu", drop=False),
             llms=llms.set_index("model", drop=False),
-            gpu_specs=SpecArrays.from_frame(gpus, "gpu", "gpu_"),
+            gpu_specs=SpecArrays.from_frame(
+                pd.concat([gpus, kernel_features(gpus["compute_capability"])], axis=1),
+                "gpu",
+                "gpu_",
+            ),
             llm_specs=SpecArrays.from_frame(llms, "model", "llm_"),
             gpu_names=NameIndex.from_frame(gpus, "gpu", "GPU", "gpus.csv"),
             llm_names=NameIndex.from_frame(llms, "model", "LLM", "llms.csv"),

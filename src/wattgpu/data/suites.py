@@ -24,6 +24,8 @@ import pandas as pd
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
     GPU_NUMERIC_COLUMNS,
+    GPU_THROUGHPUT_COLUMNS,
+    KERNEL_FEATURES,
     LLM_COLUMNS,
     Catalog,
 )
@@ -65,6 +67,22 @@ LLM_OPTIONAL_COLUMNS = (
 )
 LLM_ARCHS = ["decoder", "encoder-decoder", "recurrent", "hybrid"]
 GPU_VENDORS = ["NVIDIA"]
+# CUDA compute capabilities of Volta to Blackwell Ultra (7.2, 8.7, 11.0 and 12.1 are Jetson/Thor
+# and DGX Spark parts, here so a user's catalogue may list them).
+COMPUTE_CAPABILITIES = [7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1]
+# What every GPU needs: the physical quantities the features and the prior read (memory,
+# bandwidth, FP16 peak, TDP), its year, process and compute capability. The rest may be blank
+# where the vendor publishes no figure (GB200/GB300 clocks, SMs, L2): blank, never a guess.
+GPU_REQUIRED_NUMERIC = (
+    "release_year",
+    "memory_gb",
+    "memory_bandwidth_gb_s",
+    "fp16_tensor_tflops",
+    "tdp_w",
+    "process_nm",
+    "compute_capability",
+)
+GPU_ALL_NUMERIC = (*GPU_NUMERIC_COLUMNS, "compute_capability", *GPU_THROUGHPUT_COLUMNS)
 
 # num_kv_layers is optional (the catalogue defaults it to num_layers).
 LLM_REQUIRED_COLUMNS = tuple(c for c in LLM_COLUMNS if c != "num_kv_layers")
@@ -95,6 +113,10 @@ GPU_RANGES = (
     ("l2_cache_mb", 1, 1024),
     ("transistors_m", 1000, 1000000),
     ("process_nm", 2, 20),
+    ("fp8_tensor_tflops", 10, 50000),
+    ("fp4_tensor_tflops", 10, 100000),
+    ("int8_tensor_tops", 5, 50000),
+    ("int4_tensor_tops", 10, 100000),
 )
 LLM_RANGES = (
     ("params_b", 0.01, 1000),
@@ -174,13 +196,35 @@ def gpu_expectations() -> list[dict[str, Any]]:
     """Return the GPU catalogue's expectations."""
     text = ("gpu", "vendor", "architecture", "form_factor", "memory_type")
     return [
-        *_exists(GPU_COLUMNS),
+        *_exists((*GPU_COLUMNS, *GPU_THROUGHPUT_COLUMNS)),
         *_text_types((*text, "aliases")),
-        *_numeric_types(GPU_NUMERIC_COLUMNS),
+        *_numeric_types(GPU_ALL_NUMERIC),
         expectation("expect_column_values_to_be_unique", column="gpu"),
-        *_not_null((*text, *GPU_NUMERIC_COLUMNS), ("gpu",)),
+        *_not_null((*text, *GPU_REQUIRED_NUMERIC), ("gpu",)),
         *[_between(c, lo, hi) for c, lo, hi in GPU_RANGES],
         _between("boost_over_base_clock", 1, None, meta=_examples_from("gpu")),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="compute_capability",
+            value_set=COMPUTE_CAPABILITIES,
+            meta=_examples_from("gpu"),
+        ),
+        # FP8 tensor cores arrive with SM89 (Ada) and SM90 (Hopper), FP4 with SM100 (Blackwell):
+        # a figure on an older GPU, or none on a newer one, is a wrong row or a wrong capability.
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="fp8_given_iff_capable",
+            value_set=[True],
+            meta=_examples_from("gpu"),
+        ),
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="fp4_only_if_capable",
+            value_set=[True],
+            meta=_examples_from("gpu"),
+        ),
+        # Halving the precision never lowers the peak: FP8 at least the dense FP16 figure.
+        _between("fp8_over_fp16", 1, None, meta=_examples_from("gpu")),
         expectation("expect_column_values_to_be_in_set", column="vendor", value_set=GPU_VENDORS),
         expectation(
             "expect_column_values_to_be_in_set", column="memory_type", value_set=MEMORY_TYPES
@@ -291,10 +335,27 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
-    """Return a copy of the GPU table with ``boost_over_base_clock`` added."""
+    """Return a copy of the GPU table with the derived check columns added.
+
+    ``boost_over_base_clock`` = boost / base clock; ``fp8_given_iff_capable`` says an FP8 figure
+    is given exactly when the compute capability has FP8 tensor cores; ``fp4_only_if_capable``
+    that an FP4 figure is given only when it has FP4 ones (thresholds from
+    ``catalog.KERNEL_FEATURES``); ``fp8_over_fp16`` = FP8 / FP16 dense tensor peak (blank where
+    either is blank). Absent throughput columns (``GPU_THROUGHPUT_COLUMNS``) are added as blanks.
+    """
     out = frame.reset_index(drop=True)
+    for column in GPU_THROUGHPUT_COLUMNS:
+        if column not in out.columns:
+            out[column] = np.nan
     boost, base = _numeric(out, "boost_clock_mhz"), _numeric(out, "base_clock_mhz")
     out["boost_over_base_clock"] = boost / base
+    capability = _numeric(out, "compute_capability")
+    fp8, fp4 = _numeric(out, "fp8_tensor_tflops"), _numeric(out, "fp4_tensor_tflops")
+    out["fp8_given_iff_capable"] = (fp8.notna() == (capability >= KERNEL_FEATURES["fp8"])).astype(
+        bool
+    )
+    out["fp4_only_if_capable"] = (fp4.isna() | (capability >= KERNEL_FEATURES["fp4"])).astype(bool)
+    out["fp8_over_fp16"] = fp8 / _numeric(out, "fp16_tensor_tflops")
     return out
 
 
