@@ -40,11 +40,11 @@ TOKEN_TOLERANCE = 0.10
 
 
 def workload_labels(frame: pd.DataFrame) -> np.ndarray:
-    """One label per row naming its workload: (LLM, scenario, load, input and output tokens,
-    GPU count) (``LOAD_COLUMNS``, ``TOKEN_TOLERANCE``).
+    """One label per row naming its workload, the group a GPU ranking compares.
 
-    A column the frame lacks counts as blank, so a frame with ``model`` and ``scenario`` alone
-    groups by those.
+    A workload is (LLM, scenario, load, input and output tokens, GPU count) (``LOAD_COLUMNS``,
+    ``TOKEN_TOLERANCE``). A column the frame lacks counts as blank, so a frame with ``model``
+    and ``scenario`` alone groups by those.
     """
     key = np.array(
         [
@@ -84,8 +84,11 @@ def _load(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _chained(key: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Per row, the number of its cluster of ``values`` within its ``key``: sorted values
-    within ``TOKEN_TOLERANCE`` of the previous one join its cluster; blanks form one."""
+    """Per row, the number of its cluster of ``values`` within its ``key``.
+
+    Sorted values within ``TOKEN_TOLERANCE`` of the previous one join its cluster; blanks form
+    one.
+    """
     order = np.lexsort((values, key.astype(str)))
     k, v = key[order], values[order]
     with np.errstate(invalid="ignore"):
@@ -139,8 +142,7 @@ def gpu_ranking_tau(frame: pd.DataFrame, true: str = "true", pred: str = "pred")
 
 
 def summarise(frame: pd.DataFrame, true: str = "true", pred: str = "pred") -> dict[str, float]:
-    """MdAPE, Pearson r, GPU tau (per workload, ``gpu_ranking_tau``) and LLM tau (per GPU and
-    scenario)."""
+    """MdAPE, Pearson r, GPU tau (per workload) and LLM tau (per GPU and scenario)."""
     return {
         "mdape": mdape(frame[true], frame[pred]),
         "pearson_r": pearson_r(frame[true], frame[pred]),
