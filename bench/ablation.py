@@ -27,7 +27,7 @@ from joblib import Parallel, delayed
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.recipe import recipe_of
 from wattgpu.modeling.learning.splits import LLM_BLOCKS, split_indices
-from wattgpu.modeling.metrics import mdape, ranking_tau
+from wattgpu.modeling.metrics import gpu_ranking_tau, mdape
 from wattgpu.modeling.physical.features import (
     CPU_FLOOR_FEATURES,
     PRIOR_FEATURES,
@@ -168,7 +168,7 @@ def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict
             for scenario, part in scored.groupby("scenario"):
                 key = f"{split} {scenario}"
                 results.setdefault(f"{key} MdAPE %", []).append(mdape(part["true"], part["pred"]))
-                tau = ranking_tau(part, "gpu", ["model", "scenario"], "true", "pred")
+                tau = gpu_ranking_tau(part)
                 if np.isfinite(tau):
                     results.setdefault(f"{key} GPU τ", []).append(tau)
     return results

@@ -3,18 +3,22 @@
 Trains and evaluates, on every row of the shipped real measurements (``--measurements`` to read
 others) that carries the
 target (all engines, all GPU counts, both scenarios), with the same CV / leave-one-GPU-out /
-leave-one-LLM-out folds for every method:
+leave-one-LLM-out (one fold per LLM architecture) / leave-one-source-out (one fold per data
+family, ``splits.source_family``; a family with no rows of a target is no fold of it) folds for
+every method:
 
 * ``catboost`` — the project's models (``wattgpu.modeling.learning.models``: physics features,
   power as power/TDP, ITL as the log-ratio to the analytical model), with hyperparameters from
   **nested** tuning: every outer fold runs its own Optuna study on its training rows only
   (objective: MdAPE on held-out groups of the outer split's kind inside those rows: GPUs for LOGO,
-  LLMs for LOLO, (LLM, GPU) pairs for CV); for LOLO the LLMs are cut into 5 blocks and each
-  block's LLMs are predicted with the parameters tuned without any of them. The analytical prior's
-  constants and engine floors are refitted on each fold's training rows too
-  (``wattgpu.modeling.physical.prior``). No
-  held-out GPU or LLM ever influences the hyperparameters or the prior of the model that
+  LLM architectures for LOLO, sources for LOSO, (LLM, GPU) pairs for CV); for LOLO the
+  architectures are cut into 5 blocks and each block's LLMs are predicted with the parameters
+  tuned without any of them. The analytical prior's constants and engine floors are refitted on
+  each fold's training rows too, outer and inner (``wattgpu.modeling.physical.prior``). No
+  held-out GPU, LLM or source ever influences the hyperparameters or the prior of the model that
   predicts it.
+* ``physics-prior`` — the analytical prior alone (the quantity the model's target is relative
+  to), with the constants and engine floors of the same folds.
 * ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
   (``wattgpu.modeling.learning.baselines``); the roofline is the per-request step time
   2·params/bandwidth, compared with the per-request ``itl_s``.
@@ -22,8 +26,13 @@ leave-one-LLM-out folds for every method:
   CV and LOGO, the same workload's measurement on the training GPU closest in memory bandwidth
   (offline ITL scaled by the bandwidth ratio, server ITL as measured: whichever did better); on
   LOLO, the same workload on the same GPU with the training LLM closest in parameter count (as
-  measured). It answers only rows whose workload was measured
+  measured); on LOSO, the training measurement closest to the query (same LLM else nearest in
+  parameters, GPU nearest in bandwidth, same scenario, nearest load, nearest tokens;
+  ``baselines.nearest_elsewhere``). It answers only rows whose workload was measured
   elsewhere, so ``catboost (nearest's rows)`` scores the model on exactly those rows beside it.
+
+LOSO figures come pooled over the held-out families and per family (``source`` in the JSON
+records: the held-out family's key; blank on pooled records).
 * ``xgboost-paper`` — the WattGPU paper's recipe, re-implemented here: XGBoost on the paper's
   feature lists, ordinal-encoded categoricals and standardised numerics, power as power/TDP
   (max_depth 6, reg_lambda 150, 200 trees) and ITL as log ITL (max_depth 5, reg_lambda 100,
@@ -62,11 +71,13 @@ from tqdm import tqdm
 from wattgpu.lifecycle.tuning import tuner
 from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
 from wattgpu.modeling.learning.evaluation import (
+    PRIOR_METHOD,
     TABLE_COLUMNS,
     baseline_predictions,
     intervals_markdown,
     nearest_predictions,
     nested_out_of_fold,
+    predict_folds,
     predictions_frame,
     score,
     score_beside_nearest,
@@ -75,26 +86,35 @@ from wattgpu.modeling.learning.evaluation import (
     to_markdown,
 )
 from wattgpu.modeling.learning.recipe import DEFAULT_RECIPE, RECIPES, recipe_of
-from wattgpu.modeling.learning.splits import SPLITS, fold_labels, split_indices
+from wattgpu.modeling.learning.splits import (
+    SPLITS,
+    can_split,
+    fold_labels,
+    source_family,
+    split_indices,
+)
 from wattgpu.modeling.learning.uncertainty import (
     COVERAGE,
     held_out_intervals,
     interval_figures,
     interval_figures_by_gpu,
 )
+from wattgpu.modeling.metrics import workload_labels
 from wattgpu.modeling.physical.prior import refit_prior
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 
 METHODS = (
     "catboost",
+    PRIOR_METHOD,
     "load-scaled-tdp",
     "roofline",
     "prefill-roofline",
     NEAREST_METHOD,
     "xgboost-paper",
 )
-# The evaluation table plus the project's prediction intervals (blank for the other methods).
-BENCH_COLUMNS = (*TABLE_COLUMNS, "interval_coverage", "interval_width")
+# The evaluation table plus the project's prediction intervals (blank for the other methods) and,
+# on LOSO's per-family records, the held-out family (``splits.source_family``; blank: pooled).
+BENCH_COLUMNS = (*TABLE_COLUMNS, "interval_coverage", "interval_width", "source")
 BASELINE_OF = {target: name for target, (name, _) in BASELINES.items()}
 TRIALS = 10
 QUICK_TRIALS = 2
@@ -224,13 +244,15 @@ def run(
         chosen_recipe = recipe_of(target, recipe)
         baseline = baseline_predictions(target, data)
         for split in splits:
+            if not can_split(data, split):
+                continue  # LOSO of a target that one source measures
             oof = None
             if "catboost" in methods:
                 oof, params = nested_out_of_fold(
                     chosen_recipe,
                     data,
                     split,
-                    tuner(chosen_recipe, trials=trials, seed=seed),
+                    tuner(chosen_recipe, trials=trials, seed=seed, prepare=refit_prior),
                     seed=seed,
                     on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
                     if progress
@@ -239,7 +261,7 @@ def run(
                 )
                 groups = fold_labels(data, split, seed=seed)
                 lower, upper = held_out_intervals(chosen_recipe, data, oof, groups, seed=seed)
-                records += with_intervals(score(oof, "catboost", target, split), oof, lower, upper)
+                records += with_intervals(scored(oof, "catboost", target, split), oof, lower, upper)
                 if split == "LOGO":
                     by_gpu.append(
                         interval_figures_by_gpu(oof, lower, upper).assign(
@@ -250,18 +272,42 @@ def run(
                 chosen += [{"target": target, **p} for p in params]
                 if target == "itl":
                     records += score_by_statistic(oof, split)
+            if PRIOR_METHOD in methods:
+                prior = (
+                    oof if oof is not None else prior_out_of_fold(chosen_recipe, data, split, seed)
+                )
+                records += scored(prior.assign(pred=prior["prior"]), PRIOR_METHOD, target, split)
             if BASELINE_OF[target] in methods:
-                records += score(baseline, BASELINE_OF[target], target, split)
+                records += scored(baseline, BASELINE_OF[target], target, split)
             if NEAREST_METHOD in methods:
                 records += nearest_records(target, data, split, oof, seed)
             if "xgboost-paper" in methods and target in PAPER_RECIPE:
-                records += score(
+                records += scored(
                     paper_out_of_fold(target, data, split, seed), "xgboost-paper", target, split
                 )
                 if progress:
                     progress(f"{target} {split} xgboost-paper")
     table = pd.DataFrame.from_records(records, columns=list(BENCH_COLUMNS))
     return table, chosen, pd.concat(by_gpu, ignore_index=True) if by_gpu else pd.DataFrame()
+
+
+def scored(predictions: pd.DataFrame, method: str, target: str, split: str) -> list[dict[str, Any]]:
+    """``score``'s records and, on LOSO, one more per held-out family (its key in ``source``)."""
+    records = score(predictions, method, target, split)
+    if split == "LOSO":
+        for family, part in predictions.groupby("source_family", sort=True):
+            records += [{**r, "source": family} for r in score(part, method, target, split)]
+    return records
+
+
+def prior_out_of_fold(recipe: Any, data: pd.DataFrame, split: str, seed: int) -> pd.DataFrame:
+    """The analytical prior alone on ``split``'s folds, refitted on each training side.
+
+    For a run without the model (``--methods physics-prior``): one cheap fit per fold comes
+    with it (``predict_folds`` returns the prior beside the model's answers).
+    """
+    folds = list(split_indices(data, split, seed=seed))
+    return predict_folds(recipe, data, folds, [None] * len(folds), seed=seed, prepare=refit_prior)
 
 
 # The kinds of rows reported on their own beside all rows (issue 18): mixture-of-experts beside
@@ -296,9 +342,21 @@ def nearest_records(
     """The nearest-measured baseline, and the model's figures on the rows it answers."""
     folds = list(split_indices(data, split, seed=seed))
     nearest = nearest_predictions(target, data, split, folds)
-    if oof is not None:
-        return score_beside_nearest(oof, nearest, target, split)
-    return score(nearest[nearest["pred"].notna()], NEAREST_METHOD, target, split)
+    parts = [(None, nearest, oof)]
+    if split == "LOSO":
+        families = nearest["source_family"].to_numpy()
+        parts += [
+            (f, nearest[families == f], None if oof is None else oof[families == f])
+            for f in sorted(set(families))
+        ]
+    records = []
+    for family, near, model in parts:
+        if model is not None:
+            found = score_beside_nearest(model, near, target, split)
+        else:
+            found = score(near[near["pred"].notna()], NEAREST_METHOD, target, split)
+        records += [{**r, "source": family} if family else r for r in found]
+    return records
 
 
 def with_intervals(
@@ -312,6 +370,8 @@ def with_intervals(
     """
     for record in records:
         rows = (oof["scenario"] == record["scenario"]).to_numpy()
+        if record.get("source"):
+            rows = rows & (oof["source_family"] == record["source"]).to_numpy()
         record.update(
             interval_figures(oof["true"][rows], oof["pred"][rows], lower[rows], upper[rows])
         )
@@ -324,16 +384,20 @@ NEAR_TIE = 0.05
 
 
 def near_ties(rows: pd.DataFrame, column: str) -> tuple[int, int]:
-    """GPU-ranking groups (as the GPU tau forms them), and those whose GPUs all but tie."""
-    means = rows.groupby(["model", "scenario", "gpu"], observed=True)[column].mean()
-    spans = means.groupby(level=["model", "scenario"]).agg(["size", "min", "max"])
+    """GPU-ranking groups (workloads, as the GPU tau forms them), and those whose GPUs all but
+    tie.
+    """
+    rows = rows.assign(_workload=workload_labels(rows))
+    means = rows.groupby(["_workload", "gpu"], observed=True)[column].mean()
+    spans = means.groupby(level="_workload").agg(["size", "min", "max"])
     ranked = spans[spans["size"] >= 2]
     return len(ranked), int((ranked["max"] < ranked["min"] * (1.0 + NEAR_TIE)).sum())
 
 
 def commonest_gpu_set(rows: pd.DataFrame) -> tuple[tuple[str, ...], int]:
     """The set of GPUs that most GPU-ranking groups compare, and how many groups compare it."""
-    sets = rows.groupby(["model", "scenario"], observed=True)["gpu"].agg(
+    rows = rows.assign(_workload=workload_labels(rows))
+    sets = rows.groupby("_workload", observed=True)["gpu"].agg(
         lambda gpus: tuple(sorted(set(gpus)))
     )
     counts = sets[sets.map(len) >= 2].value_counts()
@@ -358,7 +422,7 @@ def to_json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 def scenario_interval_markdown(table: pd.DataFrame) -> str:
     """The project's interval coverage and width per target, split and scenario."""
-    rows = table[table["method"] == "catboost"]
+    rows = table[(table["method"] == "catboost") & table["source"].isna()]
     columns = ["target", "split", "scenario", "n_rows", "interval_coverage", "interval_width"]
     return (
         f"Prediction intervals (nominal {COVERAGE:.0%}), each fold's from residuals of the other "
@@ -384,23 +448,51 @@ def by_gpu_lines(by_gpu: pd.DataFrame) -> list[str]:
 
 def caption(trials: int) -> str:
     return (
-        "MdAPE in %, r = Pearson, τ = mean Kendall τ of the GPU ranking per (LLM, scenario) and "
-        "of the LLM ranking per (GPU, scenario), on out-of-fold predictions. CV: 5 folds grouped "
-        "by (LLM, GPU); LOGO: leave one GPU out; LOLO: leave one LLM out; the same folds for "
-        "every method. catboost: hyperparameters tuned by nested Optuna studies "
-        f"({trials} trials each) on the training rows of each outer fold only, with an inner "
-        "objective of the same kind as the outer split (CV: grouped CV; LOGO: leave-one-GPU-out; "
-        "LOLO: 5 folds grouped by LLM; MdAPE); LOLO runs one study per block of 1/5 of the LLMs, "
-        "tuned without that block, so "
-        "no figure comes from a model tuned on its own held-out GPU or LLM; the constants and "
-        "engine floors of the analytical prior are refitted on each fold's training rows as "
-        "well. xgboost-paper: the "
-        "paper's fixed settings. Baselines: no learning. nearest-measured: the same workload "
-        "measured on the training GPU nearest in memory bandwidth (CV, LOGO; offline ITL x "
-        "bandwidth ratio) or with the training LLM nearest in parameters on the same GPU "
-        "(LOLO), on the rows it can answer; catboost (nearest's rows): the model on those "
-        "same rows."
+        "MdAPE in %, r = Pearson, τ = mean Kendall τ of the GPU ranking per workload (LLM, "
+        "scenario, load, input and output tokens, GPU count) and of the LLM ranking per (GPU, "
+        "scenario), on out-of-fold predictions. CV: 5 folds grouped by (LLM, GPU); LOGO: leave "
+        "one GPU out; LOLO: leave one LLM architecture out; LOSO: leave one data family out "
+        "(pooled here, per family below); the same folds for every method. catboost: "
+        f"hyperparameters tuned by nested Optuna studies ({trials} trials each) on the training "
+        "rows of each outer fold only, with an inner objective of the same kind as the outer "
+        "split (CV: grouped CV; LOGO: leave-one-GPU-out; LOLO: 5 folds grouped by architecture; "
+        "LOSO: leave-one-source-out; MdAPE); LOLO runs one study per block of 1/5 of the "
+        "architectures, tuned without that block, so no figure comes from a model tuned on its "
+        "own held-out GPU, LLM or source; the constants and engine floors of the analytical "
+        "prior are refitted on each fold's training rows as well, inner folds included. "
+        "physics-prior: that refitted prior alone. xgboost-paper: the paper's fixed settings. "
+        "Baselines: no learning. nearest-measured: the same workload measured on the training "
+        "GPU nearest in memory bandwidth (CV, LOGO; offline ITL x bandwidth ratio), with the "
+        "training LLM nearest in parameters on the same GPU (LOLO), or the closest training "
+        "measurement of another source (LOSO: same LLM else nearest in parameters, GPU nearest "
+        "in bandwidth, same scenario, nearest load, nearest tokens), on the rows it can answer; "
+        "catboost (nearest's rows): the model on those same rows."
     )
+
+
+def by_source_markdown(table: pd.DataFrame) -> str:
+    """LOSO per held-out family: MdAPE of every method per target, family and scenario."""
+    rows = table[table["source"].notna()]
+    if rows.empty:
+        return ""
+    wide = rows.pivot_table(
+        index=["target", "source", "scenario"],
+        columns="method",
+        values="mdape",
+        aggfunc="first",
+    )
+    methods = list(wide.columns)
+    header = ["target", "held-out source", "scenario", *(f"{m} MdAPE %" for m in methods)]
+    lines = [
+        "Leave one source out, per held-out family (MdAPE %):",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for key, row in wide.iterrows():
+        cells = [*key, *("–" if pd.isna(row[m]) else f"{row[m]:.1f}" for m in methods)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -425,7 +517,9 @@ def data_line(target: str, rows: pd.DataFrame) -> str:
         f"- {target} rows: {len(data)} ({data['gpu'].nunique()} GPUs, "
         f"{data['model'].nunique()} LLMs; "
         + ", ".join(f"{s} {n}" for s, n in data["scenario"].value_counts().items())
-        + f"; multi-GPU {int((data['num_gpus'] > 1).sum())}; "
+        + f"; multi-GPU {int((data['num_gpus'] > 1).sum())}; sources "
+        + ", ".join(f"{f} {n}" for f, n in pd.Series(source_family(data)).value_counts().items())
+        + "; "
         + ", ".join(
             f"{kind} {int(mask.sum())} ({data.loc[mask, 'model'].nunique()} LLMs)"
             for kind, mask in kind_masks(data).items()
@@ -435,7 +529,7 @@ def data_line(target: str, rows: pd.DataFrame) -> str:
     groups, close = near_ties(data, MEASURED_COLUMN[target])
     gpus, count = commonest_gpu_set(data)
     return line + (
-        f"; GPU-ranking groups (LLM, scenario) with 2+ GPUs: {groups}, of which {close} have "
+        f"; GPU-ranking groups (workloads) with 2+ GPUs: {groups}, of which {close} have "
         f"measured GPU means within {NEAR_TIE:.0%} of each other and {count} rank only "
         f"{' and '.join(gpus)}"
     )
@@ -443,16 +537,16 @@ def data_line(target: str, rows: pd.DataFrame) -> str:
 
 def steps_needed(args: argparse.Namespace, rows: pd.DataFrame) -> int:
     """How many progress steps ``run`` reports (nested studies and paper fits)."""
-    return sum(
-        (
-            studies_needed(recipe_of(t, args.recipe), rows_with_target(t, rows), s)
-            if "catboost" in args.methods
-            else 0
-        )
-        + ("xgboost-paper" in args.methods and t in PAPER_RECIPE)
-        for t in args.targets
-        for s in args.splits
-    )
+    total = 0
+    for t in args.targets:
+        data = rows_with_target(t, rows)
+        for s in args.splits:
+            if not can_split(data, s):
+                continue
+            if "catboost" in args.methods:
+                total += studies_needed(recipe_of(t, args.recipe), data, s)
+            total += "xgboost-paper" in args.methods and t in PAPER_RECIPE
+    return total
 
 
 def print_chosen(chosen: list[dict[str, Any]]) -> None:
@@ -505,9 +599,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     lines += [
         f"- trials per nested study: {trials}; wall time: {seconds / 60:.1f} min",
         "",
-        to_markdown(table),
+        to_markdown(table[table["source"].isna()]),
         caption(trials),
         "",
+        by_source_markdown(table),
         scenario_interval_markdown(table),
         *by_gpu_lines(by_gpu),
     ]

@@ -16,7 +16,7 @@ import sys
 import pandas as pd
 from benchinfo import machine
 
-SPLITS = ("CV", "LOGO", "LOLO")
+SPLITS = ("CV", "LOGO", "LOLO", "LOSO")
 
 
 def evaluation(target: str) -> pd.DataFrame | None:
@@ -38,8 +38,9 @@ def table(frames: list[pd.DataFrame]) -> str:
     )
     tau = long[long["split"] == "LOGO"].set_index(["target", "method", "scenario"])["gpu_tau"]
     lines = [
-        "| target | method | scenario | CV MdAPE % | LOGO MdAPE % | LOLO MdAPE % | LOGO GPU τ |",
-        "|---|---|---|---|---|---|---|",
+        "| target | method | scenario | CV MdAPE % | LOGO MdAPE % | LOLO MdAPE % | LOSO MdAPE % "
+        "| LOGO GPU τ |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, row in wide.iterrows():
         cells = [f"{row[s]:.1f}" if s in row and pd.notna(row[s]) else "–" for s in SPLITS]

@@ -92,6 +92,7 @@ def test_json_records_have_the_documented_fields(measured_rows):
         "n_rows",
         "interval_coverage",
         "interval_width",
+        "source",
     }
     assert {r["method"] for r in records} == {"roofline"}
     assert all(isinstance(r["n_rows"], int) for r in records)
@@ -124,3 +125,39 @@ def test_nearest_measured_answers_only_rows_measured_elsewhere(measured_rows):
     itl_rows = measured_rows["itl_s"].notna().sum()
     assert (table["n_rows"] > 0).all() and (table["n_rows"] < itl_rows).all()
     assert table["mdape"].between(0.0, 100.0).all(), table.to_string()
+
+
+def test_loso_records_in_the_json_name_the_split_and_the_held_out_family(tmp_path):
+    bench = _bench()
+    out = tmp_path / "accuracy.json"
+    bench.main(
+        [
+            "--targets",
+            "power",
+            "--splits",
+            "LOSO",
+            "--methods",
+            "catboost",
+            "physics-prior",
+            "nearest-measured",
+            "load-scaled-tdp",
+            "--trials",
+            "1",
+            "--recipe",
+            TEST_RECIPE,
+            "--json",
+            str(out),
+        ]
+    )
+    import json
+
+    records = json.loads(out.read_text())
+    assert {r["split"] for r in records} == {"LOSO"}
+    # power is measured by ML.ENERGY's two set-ups and Argonne; LLM-Pilot measured none
+    families = {"mlenergy-2023", "mlenergy-2024-25", "argonne"}
+    for method in ("catboost", "physics-prior", "load-scaled-tdp"):
+        mine = [r for r in records if r["method"] == method]
+        assert {r["source"] for r in mine} == {None, *families}, method
+        pooled = sum(r["n_rows"] for r in mine if r["source"] is None)
+        assert pooled == sum(r["n_rows"] for r in mine if r["source"] is not None)
+    assert any(r["method"] == "nearest-measured" for r in records)

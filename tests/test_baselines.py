@@ -5,6 +5,7 @@ import pytest
 from wattgpu.modeling.learning.baselines import (
     NEAREST_METHOD,
     load_scaled_tdp,
+    nearest_elsewhere,
     nearest_measured,
     prefill_ttft,
     roofline_itl,
@@ -149,6 +150,57 @@ def test_a_closed_loop_is_matched_on_its_users_not_on_its_achieved_rate():
     test = test.assign(users=[8.0], request_rate_rps=[5.7], input_tokens=[126.4])
     # only B ran 8 users (its rate and prompt mean differ, as outcomes do): 0.02 s
     assert nearest_measured(train, test, "itl_s", "gpu") == pytest.approx([0.02])
+
+
+def _elsewhere(gpus, bandwidths, models, params, batches, tokens, values, scenario="offline"):
+    return pd.DataFrame(
+        {
+            "gpu": gpus,
+            "gpu_memory_bandwidth_gb_s": bandwidths,
+            "model": models,
+            "llm_params_b": params,
+            "scenario": scenario,
+            "concurrency": batches,
+            "input_tokens": [t[0] for t in tokens],
+            "output_tokens": [t[1] for t in tokens],
+            "itl_s": values,
+        }
+    )
+
+
+def test_nearest_elsewhere_takes_the_llm_then_the_gpu_then_the_load_then_the_tokens():
+    train = _elsewhere(
+        ["A", "B", "B", "B", "B", "C", "B"],
+        [1000.0, 2000.0, 2000.0, 2000.0, 2000.0, 3000.0, 2000.0],
+        ["m", "m", "m", "m", "m", "m", "other"],
+        [8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 7.0],
+        [1.0, 1.0, 8.0, 8.0, 8.0, 8.0, 8.0],
+        [(100, 100), (100, 100), (100, 100), (1000, 100), (100, 120), (100, 100), (100, 100)],
+        [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7],
+    )
+    asked = _elsewhere(
+        ["D", "D", "D"],
+        [2200.0, 2200.0, 900.0],
+        ["m", "new", "m"],
+        [8.0, 7.5, 8.0],
+        [6.0, 6.0, 6.0],
+        [(100, 110), (100, 100), (1000, 100)],
+        [np.nan] * 3,
+    )
+    # row 0: LLM m is measured; GPU nearest 2200 is B (2000); B's loads 1 and 8, |log 6/8| wins;
+    # B at 8: tokens (100,100) 0.095, (1000,100) 2.3, (100,120) 0.087 -> 0.5
+    # row 1: "new" is unmeasured: |log 7.5/8| = 0.065 < |log 7.5/7| = 0.069 -> m, then as
+    # row 0 but tokens (100,100) exactly: 0.3
+    # row 2: m, GPU nearest 900 is A (1000), its only load and tokens: 0.1
+    got = nearest_elsewhere(train, asked, "itl_s")
+    assert got == pytest.approx([0.5, 0.3, 0.1])
+    # another scenario has no neighbour
+    server = asked.iloc[:1].assign(scenario="server")
+    assert np.isnan(nearest_elsewhere(train, server, "itl_s")).all()
+    # a blank load is nearest a blank load: B's rows all blank, (100,100) twice -> 0.25
+    blank = train.assign(concurrency=[8.0] + [np.nan] * 6)
+    query = asked.iloc[:1].assign(concurrency=np.nan, output_tokens=100.0)
+    assert nearest_elsewhere(blank, query, "itl_s") == pytest.approx([0.25])
 
 
 def test_prefill_ttft_by_hand():

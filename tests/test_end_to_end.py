@@ -115,10 +115,12 @@ def test_mlflow_run_tune_entry_point(tmp_path, small_data):
     )
     assert set(table["method"]) == {
         "catboost",
+        "physics-prior",
         "load-scaled-tdp",
         "nearest-measured",
         "catboost (nearest's rows)",
     }
+    # one generated file is one source: no LOSO
     assert set(table["split"]) == {"CV", "LOGO", "LOLO"} and set(table["scenario"]) == {
         "offline",
         "server",

@@ -40,7 +40,12 @@ from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import training_domain
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.baselines import NEAREST_METHOD
-from wattgpu.modeling.learning.evaluation import MODEL_ON_NEAREST_ROWS, evaluate, to_markdown
+from wattgpu.modeling.learning.evaluation import (
+    MODEL_ON_NEAREST_ROWS,
+    PRIOR_METHOD,
+    evaluate,
+    to_markdown,
+)
 from wattgpu.modeling.learning.recipe import Recipe, recipe_of
 from wattgpu.modeling.learning.splits import SPLITS
 from wattgpu.modeling.learning.uncertainty import (
@@ -51,6 +56,7 @@ from wattgpu.modeling.learning.uncertainty import (
     interval_figures_by_gpu,
 )
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
+from wattgpu.modeling.physical.prior import refit_prior
 from wattgpu.modeling.physical.targets import (
     OPTIONAL_TARGETS,
     SOURCE_COLUMN,
@@ -501,6 +507,7 @@ def search(
         on_trial_done=lambda: bar.update(1),
         worker=job.worker,
         best=best,
+        prepare=refit_prior,
     )
     bar.close()
     tracking.log_params({f"best_{k}": v for k, v in tuning.best_params(study).items()})
@@ -524,13 +531,21 @@ def assess(
 ) -> Assessment:
     """Evaluate ``params`` on every split, and the intervals on held-out GPUs (nothing logged).
 
-    ``known``: out-of-fold predictions of ``params`` already made (``evaluation.evaluate``).
+    Every fold's analytical prior (constants and engine floors) is refitted on its training side
+    (``prior.refit_prior``), as in the study. ``known``: out-of-fold predictions of ``params``
+    already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
         total=len(SPLITS), desc=f"evaluate {recipe.target}", unit="split", disable=not progress
     )
     table, oof = evaluate(
-        recipe, rows, params, seed=seed, progress=lambda: bar.update(1), known=known
+        recipe,
+        rows,
+        params,
+        seed=seed,
+        progress=lambda: bar.update(1),
+        known=known,
+        prepare=refit_prior,
     )
     bar.close()
     logo = oof["LOGO"]
@@ -628,6 +643,7 @@ METRIC_PREFIX = {
     MODEL_ON_NEAREST_ROWS: "nearest_rows_",
     "catboost (median-ITL rows)": "median_itl_rows_",
     "catboost (other-ITL rows)": "other_itl_rows_",
+    PRIOR_METHOD: "prior_",
 }
 
 

@@ -17,8 +17,15 @@ import pandas as pd
 from wattgpu.errors import ConfigError
 from wattgpu.lifecycle import store_creation
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
-from wattgpu.modeling.learning.evaluation import Tuner, out_of_fold, score
+from wattgpu.modeling.learning.evaluation import (
+    Prepare,
+    Tuner,
+    predict_folds,
+    prepared_folds,
+    score,
+)
 from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.learning.splits import split_indices
 from wattgpu.modeling.metrics import mdape
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
@@ -128,20 +135,26 @@ def make_objective(
     log_trial: TrialLogger | None,
     worker: str = "",
     best: BestPredictions | None = None,
+    prepare: Prepare | None = None,
 ) -> Callable[[optuna.Trial], float]:
     """The objective: overall MdAPE of out-of-fold predictions on ``split``.
 
     ``worker`` (a ``workers.identity``) is stamped on each trial, so that a later job can tell
     a trial left running by a killed worker. ``best``, when given, keeps the best trial's
-    predictions.
+    predictions. ``prepare`` (``prior.refit_prior``) rewrites each fold from its training side
+    once, here, for every trial.
     """
     target = recipe.target
+    folds = list(split_indices(frame, split, seed=seed, folds=recipe.folds))
+    prepared = prepared_folds(frame, folds, prepare)
 
     def objective(trial: optuna.Trial) -> float:
         if worker:
             trial.set_user_attr(WORKER_ATTR, worker)
         params = suggest(trial, recipe)
-        oof = out_of_fold(recipe, frame, split, params, seed=seed)
+        oof = predict_folds(
+            recipe, frame, folds, [params] * len(folds), seed=seed, prepared=prepared
+        )
         value = mdape(oof["true"], oof["pred"])
         if not np.isfinite(value):
             raise optuna.TrialPruned(f"objective is not finite: {value}")
@@ -176,11 +189,12 @@ def run_study(
     on_trial_done: Callable[[], None] | None = None,
     worker: str = "",
     best: BestPredictions | None = None,
+    prepare: Prepare | None = None,
 ) -> optuna.Study:
     """Run ``study`` (from ``open_study``) until it holds ``trials`` completed trials.
 
     ``trials`` is a total: a study resumed from its storage only runs the trials still missing.
-    It stops early once ``timeout`` seconds have passed.
+    It stops early once ``timeout`` seconds have passed. ``prepare``: see ``make_objective``.
 
     Raises:
         ConfigError: ``trials`` is below 1, or no trial finished.
@@ -199,7 +213,7 @@ def run_study(
         if on_trial_done:
             callbacks.append(lambda _study, _trial: on_trial_done())
         study.optimize(
-            make_objective(recipe, frame, seed, split, log_trial, worker, best),
+            make_objective(recipe, frame, seed, split, log_trial, worker, best, prepare),
             n_trials=remaining,
             timeout=timeout,
             callbacks=callbacks,
@@ -217,8 +231,10 @@ def best_params(study: optuna.Study) -> dict[str, Any]:
     return dict(study.best_trial.params)
 
 
-def tuner(recipe: Recipe, *, trials: int, seed: int = 0) -> Tuner:
+def tuner(recipe: Recipe, *, trials: int, seed: int = 0, prepare: Prepare | None = None) -> Tuner:
     """The tuner ``modeling.learning.evaluation.nested_out_of_fold`` asks for: ``tune_params``.
+
+    ``prepare`` rewrites each inner fold from its own training side (once per study).
 
     Raises:
         ConfigError: ``trials`` is below 1.
@@ -228,13 +244,19 @@ def tuner(recipe: Recipe, *, trials: int, seed: int = 0) -> Tuner:
         raise ConfigError(f"trials must be at least 1; got {trials}")
 
     def tune(rows: pd.DataFrame, split: str) -> dict[str, Any]:
-        return tune_params(recipe, rows, trials=trials, seed=seed, split=split)
+        return tune_params(recipe, rows, trials=trials, seed=seed, split=split, prepare=prepare)
 
     return tune
 
 
 def tune_params(
-    recipe: Recipe, frame: pd.DataFrame, *, trials: int, seed: int = 0, split: str = "LOGO"
+    recipe: Recipe,
+    frame: pd.DataFrame,
+    *,
+    trials: int,
+    seed: int = 0,
+    split: str = "LOGO",
+    prepare: Prepare | None = None,
 ) -> dict[str, Any]:
     """Best hyperparameters of an in-memory study on ``frame`` alone (objective: ``split`` MdAPE).
 
@@ -246,5 +268,6 @@ def tune_params(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="minimize", sampler=sampler(recipe, seed))
     study.enqueue_trial(recipe.default_trial())
-    study.optimize(make_objective(recipe, frame, seed, split, None), n_trials=trials, catch=())
+    objective = make_objective(recipe, frame, seed, split, None, prepare=prepare)
+    study.optimize(objective, n_trials=trials, catch=())
     return best_params(study)

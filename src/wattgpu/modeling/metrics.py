@@ -27,10 +27,83 @@ def pearson_r(true: np.ndarray, pred: np.ndarray) -> float:
     return float(stats.pearsonr(true, pred).statistic)
 
 
+# What makes one workload for the GPU ranking: GPUs rank against each other only on the same
+# LLM, scenario, load, prompt and output lengths and GPU count (a GPU measured at batch 1 and
+# another at batch 64 say nothing about which is faster). The load is a closed loop's users, an
+# offline batch (blank when the engine chose) or an open server's request rate; a closed loop's
+# achieved rate is an outcome, not its load.
+LOAD_COLUMNS = ("users", "batch_size", "request_rate_rps")
+# Mean token counts are outcomes of sampling (the same requests on two GPUs give means a few %
+# apart; ML.ENERGY's LLMs stop when they choose): means within 10 % of each other (chained,
+# in sorted order) are one length.
+TOKEN_TOLERANCE = 0.10
+
+
+def workload_labels(frame: pd.DataFrame) -> np.ndarray:
+    """One label per row naming its workload, the group a GPU ranking compares.
+
+    A workload is (LLM, scenario, load, input and output tokens, GPU count) (``LOAD_COLUMNS``,
+    ``TOKEN_TOLERANCE``). A column the frame lacks counts as blank, so a frame with ``model``
+    and ``scenario`` alone groups by those.
+    """
+    key = np.array(
+        [
+            f"{m}\x1f{s}"
+            for m, s in zip(_column(frame, "model"), _column(frame, "scenario"), strict=True)
+        ],
+        dtype=object,
+    )
+    key = key + "\x1f" + _column(frame, "num_gpus").astype(str) + "\x1f" + _load(frame)
+    for tokens in ("input_tokens", "output_tokens"):
+        values = pd.to_numeric(pd.Series(_column(frame, tokens)), errors="coerce").to_numpy(float)
+        key = key + "\x1f" + _chained(key, values).astype(str)
+    return key
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name in frame.columns:
+        return frame[name].to_numpy(dtype=object)
+    return np.full(len(frame), np.nan, dtype=object)
+
+
+def _load(frame: pd.DataFrame) -> np.ndarray:
+    """``u<users>``, else ``b<batch>``, else ``r<rate>`` (blank ``b`` when none is given)."""
+    users, batch, rate = (
+        pd.to_numeric(pd.Series(_column(frame, c)), errors="coerce").to_numpy(float)
+        for c in LOAD_COLUMNS
+    )
+    return np.where(
+        ~np.isnan(users),
+        np.char.add("u", users.astype(str)),
+        np.where(
+            ~np.isnan(batch) | np.isnan(rate),
+            np.char.add("b", batch.astype(str)),
+            np.char.add("r", rate.astype(str)),
+        ),
+    ).astype(object)
+
+
+def _chained(key: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row, the number of its cluster of ``values`` within its ``key``.
+
+    Sorted values within ``TOKEN_TOLERANCE`` of the previous one join its cluster; blanks form
+    one.
+    """
+    order = np.lexsort((values, key.astype(str)))
+    k, v = key[order], values[order]
+    with np.errstate(invalid="ignore"):
+        close = (v[1:] <= v[:-1] * (1.0 + TOKEN_TOLERANCE)) | (np.isnan(v[1:]) & np.isnan(v[:-1]))
+    new = np.ones(len(v), dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | ~close
+    clusters = np.empty(len(v), dtype=int)
+    clusters[order] = np.cumsum(new)
+    return clusters
+
+
 def ranking_tau(frame: pd.DataFrame, item: str, groups: list[str], true: str, pred: str) -> float:
     """Mean Kendall tau of the ranking of ``item`` inside each group.
 
-    Rows are first averaged per (group, item) — several loads of one GPU rank as one GPU — then,
+    Rows are first averaged per (group, item) — repeats of one GPU rank as one GPU — then,
     in every group with at least two items, the true and predicted orders are compared. Groups
     whose true values are all equal carry no ranking and are skipped.
 
@@ -45,9 +118,13 @@ def ranking_tau(frame: pd.DataFrame, item: str, groups: list[str], true: str, pr
         The mean tau over groups, or NaN when no group has two items.
 
     """
-    means = frame.groupby([*groups, item], observed=True)[[true, pred]].mean().reset_index()
+    means = (
+        frame.groupby([*groups, item], observed=True, dropna=False)[[true, pred]]
+        .mean()
+        .reset_index()
+    )
     taus = []
-    for _, group in means.groupby(groups, observed=True):
+    for _, group in means.groupby(groups, observed=True, dropna=False):
         if len(group) < 2 or group[true].nunique() < 2:
             continue
         with warnings.catch_warnings():
@@ -58,12 +135,18 @@ def ranking_tau(frame: pd.DataFrame, item: str, groups: list[str], true: str, pr
     return float(np.mean(taus)) if taus else float("nan")
 
 
+def gpu_ranking_tau(frame: pd.DataFrame, true: str = "true", pred: str = "pred") -> float:
+    """Mean Kendall tau of the GPU ranking within each workload (``workload_labels``)."""
+    labelled = frame.assign(_workload=workload_labels(frame))
+    return ranking_tau(labelled, "gpu", ["_workload"], true, pred)
+
+
 def summarise(frame: pd.DataFrame, true: str = "true", pred: str = "pred") -> dict[str, float]:
-    """MdAPE, Pearson r, GPU tau (per model and scenario) and LLM tau (per GPU and scenario)."""
+    """MdAPE, Pearson r, GPU tau (per workload) and LLM tau (per GPU and scenario)."""
     return {
         "mdape": mdape(frame[true], frame[pred]),
         "pearson_r": pearson_r(frame[true], frame[pred]),
-        "gpu_tau": ranking_tau(frame, "gpu", ["model", "scenario"], true, pred),
+        "gpu_tau": gpu_ranking_tau(frame, true, pred),
         "llm_tau": ranking_tau(frame, "model", ["gpu", "scenario"], true, pred),
         "n_rows": float(len(frame)),
     }

@@ -77,8 +77,9 @@ OUTCOMES_OF_A_CLOSED_LOOP = ("request_rate_rps", "input_tokens")
 # (the item a split holds out, the column that measures nearness) per kind of neighbour.
 NEIGHBOUR = {"gpu": ("gpu", "gpu_memory_bandwidth_gb_s"), "llm": ("model", "llm_params_b")}
 # The neighbour each split asks: the GPU closest in bandwidth when GPUs are held out (and on CV,
-# which holds out (LLM, GPU) pairs), the LLM closest in parameter count when LLMs are.
-NEAREST_BY_SPLIT = {"CV": "gpu", "LOGO": "gpu", "LOLO": "llm"}
+# which holds out (LLM, GPU) pairs), the LLM closest in parameter count when LLMs are, and the
+# closest measurement of another source when a source is (``nearest_elsewhere``).
+NEAREST_BY_SPLIT = {"CV": "gpu", "LOGO": "gpu", "LOLO": "llm", "LOSO": "elsewhere"}
 NEAREST_METHOD = "nearest-measured"
 # An ITL read off a neighbour is multiplied by (x_neighbour / x_asked) ** exponent, per kind of
 # neighbour and scenario: whichever of "as measured" (0) and "scaled" (1: ITL ~ 1 / bandwidth;
@@ -143,14 +144,117 @@ def nearest_measured(
     )
     pairs = asked.merge(means, on="_key")
     pairs = pairs[pairs[item].astype(str) != pairs["_item"]]
-    pairs = pairs.assign(_distance=np.abs(np.log(pairs["_near"] / pairs["_asked"])).round(12))
-    closest = pairs[pairs["_distance"] == pairs.groupby("_row")["_distance"].transform("min")]
+    closest = _closest(pairs, _log_distance(pairs["_near"], pairs["_asked"]))
     powers = np.broadcast_to(np.asarray(exponent, dtype=float), (len(test),))
     factor = (closest["_near"] / closest["_asked"]) ** powers[closest["_row"].to_numpy()]
     answers = (closest["_value"] * factor).groupby(closest["_row"]).mean()
     out = np.full(len(test), np.nan)
     out[answers.index.to_numpy()] = answers.to_numpy()
     return out
+
+
+def nearest_elsewhere(train: pd.DataFrame, test: pd.DataFrame, column: str) -> np.ndarray:
+    """Each test row answered by the training measurement closest to it, whatever its source.
+
+    The practitioner's answer for a set-up nobody measured (leave one source out: no training
+    row shares the held-out source's engine, method or benchmark, so no workload matches
+    exactly). Among the training rows that measured ``column`` under the same scenario, in
+    order, each step keeping the closest of the rows the step before kept:
+
+    1. the LLM: the same LLM if the training side has it, else the LLM nearest in
+       ``|log(params / params_asked)|``;
+    2. the GPU nearest in memory bandwidth (``|log|`` again; the nearest-GPU rule of
+       ``nearest_measured``);
+    3. the load nearest in ``|log(concurrency / concurrency_asked)|``: the features'
+       ``concurrency`` (an offline batch, the engine's cap when blank; a closed loop's users; an
+       open server's sequences by Little's law under the prior), else ``users`` or
+       ``batch_size``;
+    4. the tokens nearest in ``|log(in / in_asked)| + |log(out / out_asked)|``.
+
+    Rows at equal distance are averaged; read off as measured. A blank equals a blank and is
+    farthest from a number.
+
+    Returns:
+        One answer per test row, NaN where no training row has its scenario.
+
+    """
+    measured = train[train[column].astype(float).notna()]
+    known = pd.DataFrame(
+        {
+            "scenario": measured["scenario"].astype(str).to_numpy(),
+            "_model": measured["model"].astype(str).to_numpy(),
+            "_params": measured["llm_params_b"].to_numpy(dtype=float),
+            "_gpu": measured["gpu"].astype(str).to_numpy(),
+            "_bandwidth": measured["gpu_memory_bandwidth_gb_s"].to_numpy(dtype=float),
+            "_load": _load(measured),
+            "_in": measured["input_tokens"].to_numpy(dtype=float),
+            "_out": measured["output_tokens"].to_numpy(dtype=float),
+            "_value": measured[column].to_numpy(dtype=float),
+        }
+    )
+    pairs = pd.DataFrame(
+        {
+            "_row": np.arange(len(test)),
+            "scenario": test["scenario"].astype(str).to_numpy(),
+            "_model_asked": test["model"].astype(str).to_numpy(),
+            "_params_asked": test["llm_params_b"].to_numpy(dtype=float),
+            "_bandwidth_asked": test["gpu_memory_bandwidth_gb_s"].to_numpy(dtype=float),
+            "_load_asked": _load(test),
+            "_in_asked": test["input_tokens"].to_numpy(dtype=float),
+            "_out_asked": test["output_tokens"].to_numpy(dtype=float),
+        }
+    )
+    steps = (
+        (["_model", "_params"], lambda p: _llm_distance(p)),
+        (["_gpu", "_bandwidth"], lambda p: _log_distance(p["_bandwidth"], p["_bandwidth_asked"])),
+        (["_load"], lambda p: _log_distance(p["_load"], p["_load_asked"])),
+        (
+            ["_in", "_out", "_value"],
+            lambda p: (
+                _log_distance(p["_in"], p["_in_asked"]) + _log_distance(p["_out"], p["_out_asked"])
+            ),
+        ),
+    )
+    keys = ["scenario"]
+    for columns, distance in steps:
+        step = known[[*keys, *columns]].drop_duplicates()
+        pairs = pairs.merge(step, on=keys)
+        pairs = _closest(pairs, distance(pairs))
+        keys = [*keys, *(c for c in columns if c != "_value")]
+    answers = pairs.groupby("_row")["_value"].mean()
+    out = np.full(len(test), np.nan)
+    out[answers.index.to_numpy()] = answers.to_numpy()
+    return out
+
+
+def _load(frame: pd.DataFrame) -> np.ndarray:
+    """The load ``nearest_elsewhere`` compares: ``concurrency``, else ``users``, else batch."""
+    for name in ("concurrency", "users", "batch_size"):
+        if name in frame.columns:
+            return frame[name].to_numpy(dtype=float)
+    return np.full(len(frame), np.nan)
+
+
+def _llm_distance(pairs: pd.DataFrame) -> np.ndarray:
+    """The same LLM nearest of all (-1), else ``|log(params / params_asked)|``."""
+    same = (pairs["_model"] == pairs["_model_asked"]).to_numpy()
+    return np.where(same, -1.0, _log_distance(pairs["_params"], pairs["_params_asked"]))
+
+
+def _log_distance(near: pd.Series, asked: pd.Series) -> np.ndarray:
+    """``|log(near / asked)|``: 0 between two blanks, infinite between a blank and a number."""
+    near, asked = np.asarray(near, dtype=float), np.asarray(asked, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.abs(np.log(near / asked))
+    blank = np.isnan(near) | np.isnan(asked)
+    return np.where(blank, np.where(np.isnan(near) & np.isnan(asked), 0.0, np.inf), distance)
+
+
+def _closest(pairs: pd.DataFrame, distance: np.ndarray) -> pd.DataFrame:
+    """The pairs at the least ``distance`` from their asked row (``_row``); ties all kept."""
+    pairs = pairs.assign(_distance=np.round(distance, 12))
+    least = pairs.groupby("_row")["_distance"].transform("min")
+    return pairs[pairs["_distance"] == least].drop(columns="_distance")
 
 
 def _key(frame: pd.DataFrame, columns: list[str]) -> pd.Series:

@@ -21,13 +21,21 @@ from wattgpu.modeling.learning.baselines import (
     NEAREST_BY_SPLIT,
     NEAREST_ITL_EXPONENT,
     NEAREST_METHOD,
+    nearest_elsewhere,
     nearest_measured,
 )
 from wattgpu.modeling.learning.recipe import Recipe
-from wattgpu.modeling.learning.splits import LLM_BLOCKS, SPLITS, split_indices
-from wattgpu.modeling.metrics import summarise
+from wattgpu.modeling.learning.splits import (
+    LLM_BLOCKS,
+    SPLITS,
+    can_split,
+    source_family,
+    split_groups,
+    split_indices,
+)
+from wattgpu.modeling.metrics import LOAD_COLUMNS, summarise
 from wattgpu.modeling.physical.features import DEFAULT_ITL_STATISTIC
-from wattgpu.modeling.physical.targets import MEASURED_COLUMN
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN, PRIOR_COLUMN
 
 # Threads, not worker processes: CatBoost fits release the GIL, so threads are as fast here, and
 # they die with the job. Process pools (joblib's loky) outlive a killed parent for minutes.
@@ -38,6 +46,16 @@ FOLD_BACKEND = "threading"
 Tuner = Callable[[pd.DataFrame, str], dict[str, Any]]
 # Rewrites a fold's (train, test) rows from the training side alone (e.g. ``prior.refit_prior``).
 Prepare = Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]
+Fold = tuple[np.ndarray, np.ndarray]
+# A fold's (train, test) rows, rewritten by a ``Prepare`` once for all the fits made on it.
+PreparedFold = tuple[pd.DataFrame, pd.DataFrame]
+
+# The analytical prior alone (the column the target is the log-ratio to), fitted like the model:
+# with ``prepare``, its constants and engine floors come from each fold's training side.
+PRIOR_METHOD = "physics-prior"
+# The workload columns an answer carries, so that the GPU ranking compares like with like
+# (``metrics.workload_labels``).
+WORKLOAD_COLUMNS = (*LOAD_COLUMNS, "input_tokens", "output_tokens", "num_gpus")
 
 TABLE_COLUMNS = (
     "method",
@@ -52,18 +70,22 @@ TABLE_COLUMNS = (
 )
 
 
-def predictions_frame(target: str, frame: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
+def predictions_frame(
+    target: str, frame: pd.DataFrame, pred: np.ndarray, prior: np.ndarray | None = None
+) -> pd.DataFrame:
     """The frame of every out-of-fold answer: ``gpu``, ``model``, ``scenario``, ``true``, ``pred``.
 
     ``true`` is ``frame``'s measured ``target`` and ``pred`` the given answers, both in SI units;
-    ``itl_statistic`` says which ITL statistic the row measured (the served one when unknown).
+    ``itl_statistic`` says which ITL statistic the row measured (the served one when unknown);
+    the ``WORKLOAD_COLUMNS`` that ``frame`` has and ``source_family`` come along; ``prior``, when
+    given, is the analytical prior's answer (``PRIOR_METHOD``).
     """
     statistic = (
         frame["itl_statistic"].to_numpy()
         if "itl_statistic" in frame.columns
         else np.full(len(frame), DEFAULT_ITL_STATISTIC, dtype=object)
     )
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "gpu": frame["gpu"].to_numpy(),
             "model": frame["model"].to_numpy(),
@@ -71,8 +93,13 @@ def predictions_frame(target: str, frame: pd.DataFrame, pred: np.ndarray) -> pd.
             "true": frame[MEASURED_COLUMN[target]].to_numpy(dtype=float),
             "pred": pred,
             "itl_statistic": statistic,
+            **{c: frame[c].to_numpy() for c in WORKLOAD_COLUMNS if c in frame.columns},
+            "source_family": source_family(frame),
         }
     )
+    if prior is not None:
+        out["prior"] = prior
+    return out
 
 
 # The model scored apart on the rows that measured the served ITL statistic (the median gap) and
@@ -98,51 +125,69 @@ def out_of_fold(
     split: str,
     params: dict[str, Any] | None = None,
     seed: int = 0,
+    prepare: Prepare | None = None,
 ) -> pd.DataFrame:
     """Predict every row with a model that never saw its fold's group (the recipe's folds).
 
     Returns:
-        ``predictions_frame``: ``gpu``, ``model``, ``scenario``, ``true`` and ``pred`` per row.
+        ``predictions_frame``: ``gpu``, ``model``, ``scenario``, ``true``, ``pred`` and
+        ``prior`` per row.
 
     """
     folds = list(split_indices(frame, split, seed=seed, folds=recipe.folds))
-    pred = predict_folds(recipe, frame, folds, [params] * len(folds), seed=seed)
-    return predictions_frame(recipe.target, frame, pred)
+    return predict_folds(recipe, frame, folds, [params] * len(folds), seed=seed, prepare=prepare)
+
+
+def prepared_folds(
+    frame: pd.DataFrame, folds: list[Fold], prepare: Prepare | None
+) -> list[PreparedFold]:
+    """Each fold's (train, test) rows, rewritten by ``prepare`` from its training side alone.
+
+    Done once per fold, so that every fit on the fold (every trial of a study) reuses it.
+    """
+    return [_prepared(prepare, frame.iloc[train], frame.iloc[test]) for train, test in folds]
 
 
 def predict_folds(
     recipe: Recipe,
     frame: pd.DataFrame,
-    folds: list[tuple[np.ndarray, np.ndarray]],
+    folds: list[Fold],
     fold_params: list[dict[str, Any] | None],
     *,
     seed: int = 0,
     prepare: Prepare | None = None,
-) -> np.ndarray:
+    prepared: list[PreparedFold] | None = None,
+) -> pd.DataFrame:
     """Each fold's test rows predicted by a model fitted on its training rows with its params.
 
-    ``prepare(train, test)``, when given, rewrites both sides of each fold from its training side.
-    Rows in no test fold stay NaN.
+    ``prepare(train, test)``, when given, rewrites both sides of each fold from its training
+    side (in the fold's worker); ``prepared``, when given, are the folds so rewritten already
+    (``prepared_folds``). Rows in no test fold stay NaN.
+
+    Returns:
+        ``predictions_frame`` with ``prior``: the analytical prior of each fold's test rows as
+        that fold's sides have it.
+
     """
     pred = np.full(len(frame), np.nan)
+    prior = np.full(len(frame), np.nan)
+    sides = prepared or [(frame.iloc[train], frame.iloc[test]) for train, test in folds]
+    how = None if prepared else prepare
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
     jobs = min(len(folds), os.cpu_count() or 1)
     with models.fits_side_by_side():
         answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
-            delayed(_fit_predict)(
-                recipe, *_prepared(prepare, frame.iloc[train], frame.iloc[test]), params, seed
-            )
-            for (train, test), params in zip(folds, fold_params, strict=True)
+            delayed(_fit_predict)(recipe, train, test, params, seed, how)
+            for (train, test), params in zip(sides, fold_params, strict=True)
         )
-    for (_, test), answer in zip(folds, answers, strict=True):
+    for (_, test), (answer, baseline) in zip(folds, answers, strict=True):
         pred[test] = answer
-    return pred
+        prior[test] = baseline
+    return predictions_frame(recipe.target, frame, pred, prior)
 
 
-def _prepared(
-    prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _prepared(prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame) -> PreparedFold:
     return (train, test) if prepare is None else prepare(train, test)
 
 
@@ -152,9 +197,13 @@ def _fit_predict(
     test: pd.DataFrame,
     params: dict[str, Any] | None,
     seed: int,
-) -> np.ndarray:
+    prepare: Prepare | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The model's answers on ``test`` and the analytical prior's, both in SI units."""
+    train, test = _prepared(prepare, train, test)
     model = models.fit(recipe, train, params, seed=seed, threads=1)
-    return models.predict_si(recipe.target, model, test)
+    _, prior = PRIOR_COLUMN[recipe.target]
+    return models.predict_si(recipe.target, model, test), test[prior].to_numpy(dtype=float)
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -178,9 +227,17 @@ def nearest_predictions(
     ``folds`` are the split's (the model's own). CV and LOGO ask the nearest measured GPU (by
     bandwidth; offline ITL scaled by the bandwidth ratio, ``NEAREST_ITL_EXPONENT``), LOLO the
     nearest measured LLM (by parameters); rows with no neighbour under the same workload stay
-    NaN (``baselines.nearest_measured``).
+    NaN (``baselines.nearest_measured``). LOSO asks the closest measurement of the other
+    sources (``baselines.nearest_elsewhere``).
     """
     neighbour = NEAREST_BY_SPLIT[split]
+    if neighbour == "elsewhere":
+        pred = np.full(len(frame), np.nan)
+        for train, test in folds:
+            pred[test] = nearest_elsewhere(
+                frame.iloc[train], frame.iloc[test], MEASURED_COLUMN[target]
+            )
+        return predictions_frame(target, frame, pred)
     exponent = np.zeros(len(frame))
     if target == "itl":
         scenarios = frame["scenario"].to_numpy()
@@ -208,9 +265,7 @@ def score_beside_nearest(
 
 
 # The inner objective of a nested evaluation: the same kind of held-out group as the outer split.
-INNER_SPLIT = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
-# The column whose groups an inner split holds out (CV holds out none).
-_INNER_GROUP = {"LOGO": "gpu", "LOLO": "model", LLM_BLOCKS: "model"}
+INNER_SPLIT = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS, "LOSO": "LOSO"}
 
 
 def nested_out_of_fold(
@@ -229,13 +284,13 @@ def nested_out_of_fold(
     ``tune(rows, split)`` returns the hyperparameters it chose on ``rows`` alone, for an
     objective of ``split`` MdAPE (``wattgpu.lifecycle.tuning.tuner`` runs an Optuna study).
     Each study's objective is ``tuning_split``, by default the kind of generalisation the outer
-    split measures (``INNER_SPLIT``: unseen GPUs for LOGO, unseen LLMs for LOLO). CV and LOGO:
-    every outer fold is tuned on its training rows only. LOLO has one fold per LLM (dozens), and
-    a study per fold would cost dozens: the LLMs are cut into the recipe's
-    ``lolo_tuning_blocks`` blocks; a study runs on the rows of the other blocks, and each LLM of
-    the block is then predicted by a model fitted on every row but its own with those parameters.
-    So no held-out row, GPU or LLM ever influences the hyperparameters of the model that
-    predicts it.
+    split measures (``INNER_SPLIT``: unseen GPUs for LOGO, unseen LLMs for LOLO, unseen
+    sources for LOSO). CV, LOGO and LOSO: every outer fold is tuned on its training rows only.
+    LOLO has one fold per LLM architecture (dozens), and a study per fold would cost dozens: the
+    architectures are cut into the recipe's ``lolo_tuning_blocks`` blocks; a study runs on the
+    rows of the other blocks, and each LLM of the block is then predicted by a model fitted on
+    every row but its architecture's with those parameters. So no held-out row, GPU, LLM or
+    source ever influences the hyperparameters of the model that predicts it.
 
     ``prepare(train, test)``, when given, rewrites both sides of every study's rows and every
     outer fold from the training side alone (``wattgpu.modeling.physical.prior.refit_prior``
@@ -250,24 +305,24 @@ def nested_out_of_fold(
     chosen: list[dict[str, Any]] = []
     fold_params: list[dict[str, Any] | None] = [None] * len(folds)
     studies = _studies(frame, split, folds, seed, recipe.lolo_tuning_blocks)
-    for number, (tune_rows, held_llms) in enumerate(studies):
+    for number, (tune_rows, held_blocks) in enumerate(studies):
         rows = frame.iloc[tune_rows]
         if prepare is not None:
             rows, _ = prepare(rows, rows.iloc[:0])
         inner = _inner_split(rows, tuning_split or INNER_SPLIT[split])
         params = tune(rows, inner)
-        held = _assign_params(frame, split, folds, fold_params, number, held_llms, params)
+        held = _assign_params(frame, split, folds, fold_params, number, held_blocks, params)
         chosen.append({"split": split, "held_out": held, "tuned_on": inner, "params": params})
         if on_study_done is not None:
             on_study_done()
-    pred = predict_folds(recipe, frame, folds, fold_params, seed=seed, prepare=prepare)
-    return predictions_frame(recipe.target, frame, pred), chosen
+    oof = predict_folds(recipe, frame, folds, fold_params, seed=seed, prepare=prepare)
+    return oof, chosen
 
 
 def studies_needed(recipe: Recipe, frame: pd.DataFrame, split: str) -> int:
     """How many studies ``nested_out_of_fold`` runs for ``split`` (for a progress bar)."""
     if split == "LOLO":
-        return min(recipe.lolo_tuning_blocks, frame["model"].nunique())
+        return min(recipe.lolo_tuning_blocks, len(np.unique(split_groups(frame, "LOLO"))))
     return len(list(split_indices(frame, split, folds=recipe.folds)))
 
 
@@ -278,22 +333,19 @@ def _studies(
     seed: int,
     lolo_blocks: int,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
-    """Per study, the rows it tunes on and (LOLO only) the LLMs it holds out."""
+    """Per study, the rows it tunes on and (LOLO only) the architectures it holds out."""
     if split != "LOLO":
         return [(train, None) for train, _ in folds]
-    llms = frame["model"].astype(str).to_numpy()
+    groups = split_groups(frame, "LOLO")
     blocks = GroupKFold(
-        n_splits=min(lolo_blocks, len(np.unique(llms))), shuffle=True, random_state=seed
+        n_splits=min(lolo_blocks, len(np.unique(groups))), shuffle=True, random_state=seed
     )
-    return [(rows, np.unique(llms[held])) for rows, held in blocks.split(frame, groups=llms)]
+    return [(rows, np.unique(groups[held])) for rows, held in blocks.split(frame, groups=groups)]
 
 
 def _inner_split(rows: pd.DataFrame, inner: str) -> str:
     """``inner``, or CV when ``rows`` hold fewer than two of the groups it would hold out."""
-    column = _INNER_GROUP.get(inner)
-    if column is not None and rows[column].nunique() < 2:
-        return "CV"
-    return inner
+    return inner if inner == "CV" or can_split(rows, inner) else "CV"
 
 
 def _assign_params(
@@ -302,19 +354,27 @@ def _assign_params(
     folds: list[tuple[np.ndarray, np.ndarray]],
     fold_params: list[dict[str, Any] | None],
     number: int,
-    held_llms: np.ndarray | None,
+    held_blocks: np.ndarray | None,
     params: dict[str, Any],
 ) -> list[str]:
-    """Give study ``number``'s params to the outer folds it tuned for; return what they hold out."""
-    if held_llms is None:
+    """Give study ``number``'s params to the outer folds it tuned for; return what they hold out.
+
+    What they hold out: GPUs, LLMs, the source family, or the CV fold's number.
+    """
+    if held_blocks is None:
         fold_params[number] = params
+        test = folds[number][1]
         if split == "LOGO":
-            return sorted(set(frame["gpu"].iloc[folds[number][1]].astype(str)))
+            return sorted(set(frame["gpu"].iloc[test].astype(str)))
+        if split == "LOSO":
+            return sorted(set(source_family(frame.iloc[test])))
         return [f"CV fold {number + 1}"]
+    groups = split_groups(frame, "LOLO")
+    held = np.isin(groups, held_blocks)
     for index, (_, test) in enumerate(folds):
-        if frame["model"].iloc[test[0]] in held_llms:
+        if held[test[0]]:
             fold_params[index] = params
-    return sorted(held_llms)
+    return sorted(set(frame["model"].astype(str).to_numpy()[held]))
 
 
 def score(predictions: pd.DataFrame, method: str, target: str, split: str) -> list[dict[str, Any]]:
@@ -337,8 +397,8 @@ def score(predictions: pd.DataFrame, method: str, target: str, split: str) -> li
 
 
 # The folds behind each split of the evaluation table. LOLO holds LLMs out in blocks of
-# architectures: one fold per LLM (bench/accuracy.py's LOLO) costs a fit per LLM, dozens.
-TABLE_FOLDS = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS}
+# architectures: one fold per architecture (bench/accuracy.py's LOLO) costs dozens of fits.
+TABLE_FOLDS = {"CV": "CV", "LOGO": "LOGO", "LOLO": LLM_BLOCKS, "LOSO": "LOSO"}
 
 
 def evaluate(
@@ -349,11 +409,14 @@ def evaluate(
     seed: int = 0,
     progress: Any = None,
     known: dict[str, pd.DataFrame] | None = None,
+    prepare: Prepare | None = None,
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """The evaluation table of the CatBoost model and the baselines on every split and scenario.
 
-    Beside the model: its target's no-learning baseline, and the nearest-measured baseline with
-    the model scored again on the rows that baseline answers (``score_beside_nearest``).
+    Beside the model: the analytical prior alone (``PRIOR_METHOD``), its target's no-learning
+    baseline, and the nearest-measured baseline with the model scored again on the rows that
+    baseline answers (``score_beside_nearest``). A split the rows cannot form (LOSO on a target
+    one source measured) is left out.
 
     Args:
         recipe: the target's recipe (its members, settings and folds).
@@ -363,7 +426,10 @@ def evaluate(
         seed: the folds' and CatBoost's seed.
         progress: optional callable run after each split (e.g. a progress bar's ``update``).
         known: out-of-fold predictions already made with ``params`` on a split's folds (the
-            tuning study's best trial, on LOGO): used as they are instead of fitted again.
+            tuning study's best trial, on LOGO), with the same ``prepare``: used as they are
+            instead of fitted again.
+        prepare: rewrites each fold's rows from its training side before the fit
+            (``prior.refit_prior``: the prior's constants and engine floors fitted in the fold).
 
     Returns:
         The table (``TABLE_COLUMNS``) and the model's out-of-fold predictions per split.
@@ -375,15 +441,24 @@ def evaluate(
     records: list[dict[str, Any]] = []
     oof: dict[str, pd.DataFrame] = {}
     for split in splits:
+        if not can_split(frame, TABLE_FOLDS[split]):
+            if progress is not None:
+                progress()
+            continue
         folds = list(split_indices(frame, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
         if known is not None and split in known:
             oof[split] = known[split]
         else:
-            pred = predict_folds(recipe, frame, folds, [params] * len(folds), seed=seed)
-            oof[split] = predictions_frame(target, frame, pred)
+            oof[split] = predict_folds(
+                recipe, frame, folds, [params] * len(folds), seed=seed, prepare=prepare
+            )
         records += score(oof[split], "catboost", target, split)
         if target == "itl":
             records += score_by_statistic(oof[split], split)
+        if "prior" in oof[split].columns:
+            records += score(
+                oof[split].assign(pred=oof[split]["prior"]), PRIOR_METHOD, target, split
+            )
         records += score(baseline, method, target, split)
         nearest = nearest_predictions(target, frame, split, folds)
         records += score_beside_nearest(oof[split], nearest, target, split)
