@@ -18,7 +18,12 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import unique_codes
-from wattgpu.data.catalog import GPU_NUMERIC_COLUMNS, LLM_NUMERIC_COLUMNS, Catalog
+from wattgpu.data.catalog import (
+    GPU_NUMERIC_COLUMNS,
+    GPU_THROUGHPUT_COLUMNS,
+    LLM_NUMERIC_COLUMNS,
+    Catalog,
+)
 from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
@@ -85,6 +90,13 @@ GPU_RANGES = {
     "gpu_l2_cache_mb": Range(0, 10_000, unit="MB"),
     "gpu_transistors_m": Range(1, 10_000_000, unit="million"),
     "gpu_process_nm": Range(1, 1_000, unit="nm"),
+    # what a GPU's sheet says beside the 16-bit peak: its CUDA compute capability (kernel
+    # features follow from it) and its dense tensor peaks of other formats
+    "gpu_compute_capability": Range(1, 100),
+    "gpu_fp8_tensor_tflops": Range(1, 1_000_000, unit="TFLOPS"),
+    "gpu_fp4_tensor_tflops": Range(1, 1_000_000, unit="TFLOPS"),
+    "gpu_int8_tensor_tops": Range(1, 1_000_000, unit="TOPS"),
+    "gpu_int4_tensor_tops": Range(1, 1_000_000, unit="TOPS"),
 }
 LLM_RANGES = {
     "llm_params_b": Range(0, 100_000, unit="billion", low_open=True),
@@ -119,7 +131,9 @@ LLM_SPEC_REQUIRED = (
     "llm_num_attention_heads",
     "llm_num_kv_heads",
 )
-GPU_SPEC_FIELDS = tuple(f"gpu_{c}" for c in GPU_NUMERIC_COLUMNS)
+GPU_SPEC_FIELDS = tuple(
+    f"gpu_{c}" for c in (*GPU_NUMERIC_COLUMNS, "compute_capability", *GPU_THROUGHPUT_COLUMNS)
+)
 LLM_SPEC_FIELDS = (
     *(f"llm_{c}" for c in LLM_NUMERIC_COLUMNS),
     "llm_num_experts",

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import unique_codes
-from wattgpu.data.catalog import Catalog
+from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
 from wattgpu.modeling.physical import physics
@@ -318,6 +318,10 @@ def physics_features(rows: Rows) -> Rows:
         max_seqs = (free * 1e9 * KV_CACHE_MEMORY_SHARE) / kv_per_seq
         max_seqs = np.where(np.isnan(max_seqs), ENGINE_MAX_BATCH * 16, max_seqs)
         out["max_concurrent_seqs"] = np.minimum(max_seqs, 1e5)
+        # from the capability, so that a GPU described by its specs gets it too
+        capability = _floats(_get(out, "gpu_compute_capability", n))
+        fused = (capability >= KERNEL_FEATURES["fused_attention"]).astype(float)
+        out["gpu_fused_attention"] = np.where(np.isnan(capability), np.nan, fused)
         boost = _floats(_get(out, "gpu_boost_clock_mhz", n))
         out["clock_ratio"] = boost / _floats(_get(out, "gpu_base_clock_mhz", n))
     kind = out.get("itl_kind")
