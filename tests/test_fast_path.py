@@ -77,10 +77,14 @@ def unchanged(features: pd.DataFrame) -> np.ndarray:
 
     Issue 18 changed, on purpose, the weights of mixture-of-experts LLMs (a step reads the
     experts its tokens hit) and of formats below 16 bits (embeddings and head stay 16-bit,
-    scales counted): those rows are compared in tests/test_physics_moe.py instead.
+    scales counted): those rows are compared in tests/test_physics_moe.py instead. The
+    AIConfigurator import read the sliding-window layers from the configs: gemma-2/3
+    rows now count only their full-attention layers in ``num_kv_layers``, on purpose.
     """
     dense = ~(features["llm_active_params_b"] < features["llm_params_b"])
     dense &= features["llm_num_experts"].isna()
+    if "llm_num_sliding_layers" in features:
+        dense &= features["llm_num_sliding_layers"].isna()
     return (dense & (features["bytes_per_param"] >= 2.0)).to_numpy()
 
 

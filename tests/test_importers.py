@@ -454,6 +454,7 @@ SHIPPED_TABLES = {
     "mlenergy": ("mlenergy", "mlenergy"),
     "argonne": ("argonne", "argonne_llm_inference_bench"),
     "llm_pilot": ("llm-pilot", "ibm_llm_pilot"),
+    "aiconfigurator": ("aiconfigurator", "aiconfigurator"),
 }
 
 

@@ -107,7 +107,7 @@ def test_unknown_dtype_is_refused_in_one_line(tmp_path, monkeypatch):
     assert result.exit_code != 0
     assert result.output.strip().splitlines() == [
         "Error: --dtype must be one of float32, fp32, float16, fp16, bfloat16, bf16, fp8, "
-        "float8, int8, int4, mxfp4; got 'fp6'"
+        "float8, int8, int4, mxfp4, nvfp4, fp8_block, int4_wo; got 'fp6'"
     ]
 
 

@@ -81,7 +81,7 @@ def test_names_resolve_to_canonical(small_catalog):
         (
             {"dtype": "banana"},
             "row 0: dtype must be one of float32, fp32, float16, fp16, bfloat16, bf16, fp8, "
-            "float8, int8, int4, mxfp4; got 'banana'",
+            "float8, int8, int4, mxfp4, nvfp4, fp8_block, int4_wo; got 'banana'",
         ),
         (
             {"batch_size": 32},

@@ -633,11 +633,12 @@ def simulate(state: CliState, output: Path, seed: int) -> None:
 
 def _register_commands() -> None:
     """Attach the commands that live in their own modules."""
-    from wattgpu.cli_data import fetch_command, import_command
+    from wattgpu.cli_data import fetch_command, import_command, llms_from_configs_command
     from wattgpu.cli_recommend import recommend_command
 
     data.add_command(import_command)
     data.add_command(fetch_command)
+    data.add_command(llms_from_configs_command)
     cli.add_command(recommend_command)
 
 

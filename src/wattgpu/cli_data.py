@@ -115,6 +115,50 @@ _folder_import_command(
     "type, GPU count, users) and reports failed requests with the dropped rows.",
 )
 
+_folder_import_command(
+    "aiconfigurator",
+    "Import AIConfigurator's measured serving rows (silicon_sample.csv) found anywhere under "
+    "DIRECTORY.\n\n"
+    "Keeps the aggregated rows as closed-loop server rows (TTFT, mean TPOT; no power) and drops "
+    "the disaggregated ones.",
+)
+
+
+@click.command(name="llms-from-configs")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@pass_state
+def llms_from_configs_command(state: CliState, directory: Path) -> None:
+    """Add AIConfigurator's LLMs to the LLM catalogue, built from the configs under DIRECTORY.
+
+    Reads model_configs/<org>--<name>_config.json (and a *_hf_quant_config.json beside it) for
+    each LLM of ``importers.aiconfigurator.AIC_LLMS``, counts its parameters and writes its row
+    to the catalogue (--data-dir / WATTGPU_DATA_DIR, default the shipped data/llms.csv),
+    replacing a row of the same id and keeping every other row.
+    """
+    import json
+
+    import pandas as pd
+
+    from wattgpu.data.importers.aiconfigurator import AIC_LLMS
+    from wattgpu.data.llm_configs import catalogue_row, describe, merge_rows
+
+    found = {p.name: p for p in directory.rglob("*_config.json")}
+    rows = []
+    for model, stem, aliases, extra in AIC_LLMS:
+        path = found.get(f"{stem}_config.json")
+        if path is None:
+            raise click.ClickException(f"no {stem}_config.json under {directory}")
+        quant = found.get(f"{stem}_hf_quant_config.json")
+        row = catalogue_row(
+            json.loads(path.read_text()), json.loads(quant.read_text()) if quant else None
+        )
+        notes = describe(path.name, row, extra)
+        rows.append({"model": model, "aliases": aliases or None, **row, "notes": notes})
+    llms_csv = state.settings.llms_csv
+    merged = merge_rows(pd.read_csv(llms_csv), rows)
+    merged.to_csv(llms_csv, index=False)
+    click.echo(f"wrote {len(rows)} LLMs to {llms_csv} ({len(merged)} rows)")
+
 
 @click.command(name="fetch")
 @click.argument("dataset", type=click.Choice(list(DATASETS)))

@@ -68,8 +68,21 @@ LLM_NUMERIC_COLUMNS = (
 LLM_TEXT_COLUMNS = ("family", "arch", "dtype")
 LLM_COLUMNS = ("model", "aliases", *LLM_TEXT_COLUMNS, *LLM_NUMERIC_COLUMNS)
 # Mixture-of-experts and checkpoint columns a catalogue may leave out or blank: a dense LLM
-# (no experts), its checkpoint in its config's ``dtype``.
-LLM_MOE_COLUMNS = ("num_experts", "experts_per_token", "shared_experts")
+# (no experts), its checkpoint in its config's ``dtype``. ``moe_intermediate_size``: one routed
+# expert's MLP width (``intermediate_size`` is the config's own field, the dense MLP's).
+LLM_MOE_COLUMNS = ("num_experts", "experts_per_token", "shared_experts", "moe_intermediate_size")
+# What the KV cache of the attention kinds needs, blank where it does not apply (the
+# ``attention`` column names the kind): MLA caches a latent of ``kv_lora_rank`` plus
+# ``qk_rope_head_dim`` per token and layer; ``num_sliding_layers`` layers keep only the last
+# ``sliding_window`` tokens; ``num_linear_layers`` layers (linear attention) keep a fixed-size
+# state. ``num_kv_layers`` is the number of layers that keep a full-length KV cache.
+LLM_ATTENTION_COLUMNS = (
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "sliding_window",
+    "num_sliding_layers",
+    "num_linear_layers",
+)
 
 
 def _read_csv(path: Path, required: tuple[str, ...], table: str) -> pd.DataFrame:
@@ -185,7 +198,7 @@ class Catalog:
                 gpus[column] = np.nan
         if "num_kv_layers" not in llms.columns:
             llms["num_kv_layers"] = llms["num_layers"]
-        for column in LLM_MOE_COLUMNS:
+        for column in (*LLM_MOE_COLUMNS, *LLM_ATTENTION_COLUMNS):
             if column not in llms.columns:
                 llms[column] = np.nan
         given = llms.get("weight_format", pd.Series(np.nan, index=llms.index))

@@ -26,15 +26,33 @@ BYTES_PER_PARAM = {
     # MXFP4 (OCP microscaling, gpt-oss): 4-bit elements and one 8-bit E8M0 scale per 32,
     # 0.5 + 1 / 32 = 0.53125 bytes per weight.
     "mxfp4": 0.5 + 1.0 / 32,
+    # NVFP4 (NVIDIA Blackwell): 4-bit E2M1 elements and one FP8 E4M3 scale per 16 weights (plus
+    # one FP32 scale per tensor, negligible), 0.5 + 1 / 16 = 0.5625 bytes per weight.
+    "nvfp4": 0.5 + 1.0 / 16,
+    # FP8 E4M3 with one FP32 scale per 128 x 128 block (DeepSeek-V3's checkpoints,
+    # AIConfigurator's "fp8_block"): 1 + 4 / 16384 bytes, read as fp8.
+    "fp8_block": 1.0,
+    # INT4 weight-only (TensorRT-LLM's int4_wo, compressed-tensors "pack-quantized"): symmetric
+    # 4-bit integers with one 16-bit scale per group of 32 and no zero point (the group size of
+    # Kimi-K2.5's quantization_config, the one checkpoint served so here),
+    # 0.5 + 2 / 32 = 0.5625 bytes per weight. Kimi-K2.5 quantizes only the routed experts (its
+    # ignore list keeps attention, the shared experts, the dense MLPs and the head 16-bit).
+    "int4_wo": 0.5 + 2.0 / 32,
 }
 SIXTEEN_BIT_FORMATS = frozenset({"float16", "fp16", "bfloat16", "bf16"})
 # Formats that quantize only the routed experts (the MXFP4 checkpoints of gpt-oss keep
-# attention, the router, the embeddings and the output head in 16-bit); the others keep only
-# the embeddings, the output head and the norms in 16-bit.
-EXPERTS_ONLY_FORMATS = frozenset({"mxfp4"})
+# attention, the router, the embeddings and the output head in 16-bit; so does Kimi-K2.5's
+# INT4); the others keep only the embeddings, the output head and the norms in 16-bit.
+EXPERTS_ONLY_FORMATS = frozenset({"mxfp4", "int4_wo"})
 KNOWN_FORMATS = tuple(BYTES_PER_PARAM)
 # One name per format, for what a model was trained on.
-CANONICAL_FORMAT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "float8": "fp8"}
+CANONICAL_FORMAT = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "float8": "fp8",
+    "fp8_block": "fp8",
+}
 
 
 def is_known_format(name: object) -> bool:

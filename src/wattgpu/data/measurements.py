@@ -35,6 +35,9 @@ OPTIONAL_COLUMNS = (
     # Server rows of a closed loop: the number of users, each sending its next request as soon
     # as its previous answer ends (``request_rate_rps`` is then the rate achieved).
     "concurrency",
+    # The serving engine's release as the source names it (a version, or a container image tag
+    # such as "nightly-dev" where the source gives no version); text, provenance beside `engine`.
+    "engine_version",
 )
 SCENARIOS = ("offline", "server")
 DROPPED_SUFFIX = ".dropped.csv"

@@ -26,6 +26,7 @@ from wattgpu.data.catalog import (
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
     KERNEL_FEATURES,
+    LLM_ATTENTION_COLUMNS,
     LLM_COLUMNS,
     Catalog,
 )
@@ -54,8 +55,9 @@ MEMORY_TYPES = [
 ]
 LLM_DTYPES = ["bfloat16", "float16", "float32"]
 # The attention layout: multi-head, grouped-query, multi-query, multi-head latent (DeepSeek's
-# compressed KV), or none (a recurrent model).
-LLM_ATTENTION = ["mha", "gqa", "mqa", "mla", "none"]
+# compressed KV), sliding (some layers attend to a window only, e.g. gpt-oss), linear_hybrid
+# (linear-attention layers beside a few full ones, e.g. Qwen3.5), or none (a recurrent model).
+LLM_ATTENTION = ["mha", "gqa", "mqa", "mla", "sliding", "linear_hybrid", "none"]
 # Optional catalogue columns (blank: a dense LLM, its attention read from its heads, its
 # checkpoint in ``dtype``); derive_llm_checks adds them as blanks where a table lacks them.
 LLM_OPTIONAL_COLUMNS = (
@@ -64,6 +66,8 @@ LLM_OPTIONAL_COLUMNS = (
     "shared_experts",
     "attention",
     "weight_format",
+    "moe_intermediate_size",
+    *LLM_ATTENTION_COLUMNS,
 )
 LLM_ARCHS = ["decoder", "encoder-decoder", "recurrent", "hybrid"]
 GPU_VENDORS = ["NVIDIA"]
@@ -119,7 +123,8 @@ GPU_RANGES = (
     ("int4_tensor_tops", 10, 100000),
 )
 LLM_RANGES = (
-    ("params_b", 0.01, 1000),
+    # up to Kimi-K2's 1.03 trillion
+    ("params_b", 0.01, 2000),
     ("num_layers", 1, 200),
     ("hidden_size", 64, 32768),
     ("num_attention_heads", 1, 1024),
@@ -267,6 +272,8 @@ def llm_expectations() -> list[dict[str, Any]]:
             value_set=list(KNOWN_FORMATS),
         ),
         _between("num_experts", 1, None),
+        _between("moe_intermediate_size", 1, None),
+        *[_between(c, 1, None) for c in LLM_ATTENTION_COLUMNS],
         _between("shared_experts", 0, None),
         _between("experts_per_expert_count", 0, 1, strict_min=True, meta=_examples_from("model")),
     ]
@@ -300,7 +307,8 @@ def measurement_expectations() -> list[dict[str, Any]]:
         _between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
         _between("ttft_s", 0, MAX_TTFT_S, strict_min=True, strict_max=True),
         *[_between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
-        _between("num_gpus", 1, 64),
+        # up to a GB200 NVL72 rack (one NVLink domain of 72 GPUs)
+        _between("num_gpus", 1, 72),
         _between("engine_year", 2000, 2100),
         expectation(
             "expect_column_values_to_be_in_set",

@@ -1,4 +1,4 @@
-"""Importers of public measurement data: Watt Counts, ML.ENERGY, Argonne, LLM-Pilot.
+"""Importers of public measurement data: Watt Counts, ML.ENERGY, Argonne, LLM-Pilot, AIConfigurator.
 
 Each importer turns the raw files of one data set into rows of the measurement schema
 (:mod:`wattgpu.data.measurements`) and returns them with every row it dropped and why. Nothing
@@ -21,6 +21,16 @@ source writes them in ``gpu_source_name``/``model_source_name`` (not ``*_as_writ
 :func:`~wattgpu.data.measurements.resolve_names` overwrites when the file is read back).
 """
 
+from wattgpu.data.importers.aiconfigurator import (
+    AIC_DISAGG,
+    AIC_FAMILY,
+    AIC_GPUS,
+    AIC_ID_COLUMNS,
+    AIC_ITL_KIND,
+    AIC_SOURCE,
+    import_aiconfigurator,
+    read_aiconfigurator,
+)
 from wattgpu.data.importers.argonne import (
     ARGONNE_ENGINE_YEAR,
     ARGONNE_ENGINES,
@@ -74,6 +84,12 @@ from wattgpu.data.importers.watt_counts import (
 )
 
 __all__ = [
+    "AIC_DISAGG",
+    "AIC_FAMILY",
+    "AIC_GPUS",
+    "AIC_ID_COLUMNS",
+    "AIC_ITL_KIND",
+    "AIC_SOURCE",
     "ARGONNE_ENGINE_YEAR",
     "ARGONNE_ENGINES",
     "ARGONNE_FILES",
@@ -104,12 +120,14 @@ __all__ = [
     "WATT_COUNTS_SOURCE",
     "ImportResult",
     "failure_reason",
+    "import_aiconfigurator",
     "import_argonne",
     "import_llm_pilot",
     "import_mlenergy",
     "import_watt_counts",
     "parse_list",
     "per_request_itl",
+    "read_aiconfigurator",
     "read_argonne",
     "read_llm_pilot",
     "read_mlenergy",

@@ -34,11 +34,25 @@ RAW_ROW_ID_COLUMNS = (
     "model_source_name",
     "engine",
 )
+# Text columns of the schema, written as text (a version "0.19" must not become a number).
+TEXT_COLUMNS = (
+    "gpu",
+    "model",
+    "scenario",
+    "engine",
+    "engine_version",
+    "dtype",
+    "itl_kind",
+    "source",
+)
 # Whole numbers that a blank may interrupt: written as integers, not as floats.
 COUNT_COLUMNS = (
     "source_row",
     "tensor_parallel",
     "pipeline_parallel",
+    "attention_dp",
+    "moe_tensor_parallel",
+    "moe_expert_parallel",
     "requests",
     "itl_samples",
     "completed_requests",
@@ -122,7 +136,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
             out[column] = pd.to_numeric(out[column], errors="coerce").astype(float)
         elif column in COUNT_COLUMNS:
             out[column] = pd.to_numeric(out[column], errors="coerce").astype("Int64")
-        elif column in ("gpu", "model", "scenario", "engine", "dtype", "itl_kind", "source"):
+        elif column in TEXT_COLUMNS:
             out[column] = out[column].astype("str").where(out[column].notna(), None)
     return out
 

@@ -1,0 +1,361 @@
+"""LLM catalogue rows built from a model's Hugging Face ``config.json``, parameters counted.
+
+Pure functions of the parsed JSON: :func:`catalogue_row` reads the structural fields the LLM
+catalogue (``data/llms.csv``) holds and counts the parameters with :func:`count_params`, so that
+no figure of a catalogue row built here is typed from memory. Multimodal configs keep the
+language model under ``text_config``; its fields are read (the vision tower is not counted).
+
+The parameter count follows the modules of the decoder as the transformers implementations of
+these families build them: embeddings (and an untied output head), per layer the attention
+(grouped-query, or multi-head latent attention with its LoRA-style down/up projections and
+norms, plus DeepSeek-V3.2 / GLM-5's sparse-attention indexer; or a Gated DeltaNet linear
+attention), the MLP (gated: gate, up and down projections) or the mixture of experts (routed
+experts, shared experts, router and its bias), and the RMS norms. Multi-token-prediction layers
+(``num_nextn_predict_layers``, ``mtp_*``) are not counted: model cards count the main model
+(DeepSeek-V3: 671B without, 685B with its MTP module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from wattgpu.errors import DataError
+
+Config = Mapping[str, Any]
+
+# Where a family's config names a field differently (first present wins).
+_LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
+_EXPERTS = ("n_routed_experts", "num_local_experts", "num_experts")
+_SHARED_KEYS = ("n_shared_experts",)
+_LINEAR = "linear_attention"
+_SLIDING = "sliding_attention"
+
+
+def _first(config: Config, keys: tuple[str, ...], default: Any = None) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return default
+
+
+def text_config(config: Config) -> dict[str, Any]:
+    """The language model's fields: ``text_config`` where the config nests one, else itself.
+
+    Fields of the outer config that the text config lacks (``tie_word_embeddings``, the dtype,
+    the quantization config) are carried over.
+    """
+    inner = config.get("text_config")
+    if not isinstance(inner, Mapping):
+        return dict(config)
+    out = dict(inner)
+    for key in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config"):
+        if key in config and out.get(key) is None:
+            out[key] = config[key]
+    return out
+
+
+def layer_kinds(config: Config) -> list[str]:
+    """Each decoder layer's attention: ``full_attention``, ``sliding_attention`` or linear.
+
+    From ``layer_types`` where the config lists them; else from ``full_attention_interval``
+    (every N-th layer full, the others linear: Qwen3-Next / Qwen3.5); else all full.
+    """
+    c = text_config(config)
+    n = int(_first(c, _LAYERS))
+    types = c.get("layer_types")
+    if types:
+        if len(types) != n:
+            raise DataError(f"config layer_types lists {len(types)} layers, not {n}")
+        return [str(t) for t in types]
+    interval = c.get("full_attention_interval")
+    if interval:
+        return ["full_attention" if (i + 1) % int(interval) == 0 else _LINEAR for i in range(n)]
+    return ["full_attention"] * n
+
+
+def _moe_layers(c: Config, n: int) -> list[bool]:
+    """Which layers hold a mixture of experts (none for a dense LLM)."""
+    if _first(c, _EXPERTS) in (None, 0):
+        return [False] * n
+    first_dense = int(c.get("first_k_dense_replace") or 0)
+    step = int(c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1)
+    step = int(c.get("interleave_moe_layer_step") or step)
+    dense_only = set(c.get("mlp_only_layers") or [])
+    return [i >= first_dense and i not in dense_only and (i + 1) % step == 0 for i in range(n)]
+
+
+def head_dim(config: Config) -> int:
+    """Per-head size of the values: ``v_head_dim`` (MLA), ``head_dim``, else hidden / heads."""
+    c = text_config(config)
+    if c.get("kv_lora_rank"):
+        return int(c["v_head_dim"])
+    if c.get("head_dim"):
+        return int(c["head_dim"])
+    return int(c["hidden_size"]) // int(c["num_attention_heads"])
+
+
+def _attention_params(c: Config, kind: str) -> int:
+    """One layer's attention (or linear-attention) parameters, its norms included."""
+    h = int(c["hidden_size"])
+    heads = int(c["num_attention_heads"])
+    if kind == _LINEAR:  # Gated DeltaNet (Qwen3-Next / Qwen3.5)
+        nk, dk = int(c["linear_num_key_heads"]), int(c["linear_key_head_dim"])
+        nv, dv = int(c["linear_num_value_heads"]), int(c["linear_value_head_dim"])
+        key_dim, value_dim = nk * dk, nv * dv
+        conv = (2 * key_dim + value_dim) * int(c["linear_conv_kernel_dim"])
+        # in_proj q,k,v,z + b,a; conv1d; dt_bias, A_log; gated norm; out_proj
+        return h * (2 * key_dim + 2 * value_dim + 2 * nv) + conv + 2 * nv + dv + value_dim * h
+    if c.get("kv_lora_rank"):  # multi-head latent attention (DeepSeek-V3, Kimi-K2, GLM-5)
+        kv_rank, rope = int(c["kv_lora_rank"]), int(c["qk_rope_head_dim"])
+        nope, v = int(c["qk_nope_head_dim"]), int(c["v_head_dim"])
+        q_rank = c.get("q_lora_rank")
+        q_out = heads * (nope + rope)
+        q = h * int(q_rank) + int(q_rank) + int(q_rank) * q_out if q_rank else h * q_out
+        kv = h * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
+        params = q + kv + heads * v * h
+        if c.get("index_n_heads"):  # sparse-attention indexer (DeepSeek-V3.2 / GLM-5 DSA)
+            ih, idim = int(c["index_n_heads"]), int(c["index_head_dim"])
+            params += int(q_rank) * ih * idim + h * idim + 2 * idim + h * ih
+        return params
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    d = head_dim(c)
+    q_out = heads * d * (2 if c.get("attn_output_gate") else 1)
+    params = h * q_out + 2 * h * kv_heads * d + heads * d * h
+    if c.get("attention_bias"):
+        params += heads * d + 2 * kv_heads * d + h
+    if c.get("model_type", "").startswith(("qwen3", "minimax")) or c.get("use_qk_norm"):
+        # per-head RMS norms of q and k (MiniMax-M2: over all heads, "per_layer")
+        per_layer = c.get("qk_norm_type") == "per_layer"
+        params += (heads + kv_heads) * d if per_layer else 2 * d
+    if c.get("model_type") == "gpt_oss":
+        params += heads  # attention sinks
+    return params
+
+
+def _mlp_params(h: int, inter: int) -> int:
+    """A gated MLP (SwiGLU): gate, up and down projections."""
+    return 3 * h * inter
+
+
+def _expert_sizes(c: Config) -> tuple[int, int, int, int]:
+    """Routed experts, experts per token, one expert's parameters, per-layer shared + router."""
+    h = int(c["hidden_size"])
+    experts = int(_first(c, _EXPERTS))
+    k = int(c["num_experts_per_tok"])
+    inter = int(c.get("moe_intermediate_size") or c["intermediate_size"])
+    one = _mlp_params(h, inter)
+    if c.get("model_type") == "gpt_oss":
+        one += 2 * inter + h  # biases of gate_up and down
+    shared = int(_first(c, _SHARED_KEYS, 0) or 0) * _mlp_params(h, inter)
+    for key in ("shared_expert_intermediate_size", "shared_intermediate_size"):
+        if c.get(key):
+            shared += _mlp_params(h, int(c[key])) + h  # + the shared expert's sigmoid gate
+    router = h * experts
+    if c.get("model_type") == "gpt_oss" or c.get("topk_method") == "noaux_tc":
+        router += experts  # router bias / e_score_correction_bias
+    elif c.get("use_routing_bias"):
+        router += experts
+    return experts, k, one, shared + router
+
+
+def count_params(config: Config) -> tuple[float, float]:
+    """Total and active parameters (billions) of the decoder a config describes.
+
+    Active: what one token reads, i.e. all but the routed experts it is not sent to (the
+    embedding and the output head are counted in both, as model cards count them).
+
+    Raises:
+        DataError: the config lacks a field the count needs.
+
+    """
+    c = text_config(config)
+    try:
+        h, vocab = int(c["hidden_size"]), int(c["vocab_size"])
+        kinds = layer_kinds(c)
+        moe = _moe_layers(c, len(kinds))
+        tied = bool(c.get("tie_word_embeddings", False))
+        total = vocab * h * (1 if tied else 2) + h  # embeddings, head, final norm
+        inactive = 0
+        for kind, is_moe in zip(kinds, moe, strict=True):
+            total += _attention_params(c, kind) + 2 * h  # + input and post-attention norms
+            if is_moe:
+                experts, k, one, rest = _expert_sizes(c)
+                total += experts * one + rest
+                inactive += (experts - k) * one
+            else:
+                total += _mlp_params(h, int(c["intermediate_size"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"config lacks a field the parameter count needs: {exc}") from None
+    return total / 1e9, (total - inactive) / 1e9
+
+
+def weight_format(config: Config, quant_config: Config | None = None) -> str:
+    """The checkpoint's weight format: the quantization config's, else the config's dtype.
+
+    ``quant_config`` is a ModelOpt ``hf_quant_config.json`` shipped beside the config (NVIDIA's
+    NVFP4 / FP8 checkpoints), read first.
+    """
+    if quant_config:
+        algo = str(quant_config.get("quantization", {}).get("quant_algo", "")).lower()
+        if algo in ("nvfp4", "fp8"):
+            return algo
+        raise DataError(f"hf_quant_config quant_algo {algo!r} is not a known format")
+    c = text_config(config)
+    q = c.get("quantization_config") or {}
+    method = str(q.get("quant_method", "")).lower()
+    if method in ("fp8", "mxfp4"):
+        return method
+    if method == "compressed-tensors":
+        weights = [g.get("weights") or {} for g in (q.get("config_groups") or {}).values()]
+        if weights and all(w.get("num_bits") == 4 and w.get("type") == "int" for w in weights):
+            return "int4_wo"
+        raise DataError(f"compressed-tensors config groups not known: {weights}")
+    if method:
+        raise DataError(f"quantization method {method!r} is not a known format")
+    return str(c.get("torch_dtype") or c.get("dtype") or "bfloat16")
+
+
+def attention_kind(config: Config) -> str:
+    """The ``attention`` column: the attention kind a config describes.
+
+    ``mla``, ``linear_hybrid`` (linear + full layers), ``sliding`` (some windowed layers), else
+    ``mha`` / ``gqa`` / ``mqa`` from the KV heads.
+    """
+    c = text_config(config)
+    kinds = layer_kinds(c)
+    if c.get("kv_lora_rank"):
+        return "mla"
+    if _LINEAR in kinds:
+        return "linear_hybrid"
+    if _SLIDING in kinds:
+        return "sliding"
+    heads = int(c["num_attention_heads"])
+    kv = int(c.get("num_key_value_heads") or heads)
+    return "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
+
+
+def _blank_zero(value: int) -> int | None:
+    return value or None
+
+
+def catalogue_row(config: Config, quant_config: Config | None = None) -> dict[str, Any]:
+    """The LLM catalogue's columns (``data/llms.csv``) that a config states, params counted.
+
+    Not filled here: ``model``, ``aliases`` and ``notes`` (the caller's). ``intermediate_size`` is
+    the config's own field (the dense MLP; for most MoE configs an unused or per-expert size, as
+    the config writes it); ``moe_intermediate_size`` one routed expert's.
+    """
+    c = text_config(config)
+    kinds = layer_kinds(c)
+    total, active = count_params(c)
+    experts = _first(c, _EXPERTS)
+    heads = int(c["num_attention_heads"])
+    sliding = kinds.count(_SLIDING)
+    linear = kinds.count(_LINEAR)
+    linear_hybrid = linear > 0
+    return {
+        "family": str(c.get("model_type")),
+        "arch": "hybrid" if linear_hybrid else "decoder",
+        "params_b": round(total, 2),
+        "active_params_b": round(active, 2),
+        "num_layers": len(kinds),
+        "num_kv_layers": len(kinds) - sliding - linear,
+        "hidden_size": int(c["hidden_size"]),
+        "num_attention_heads": heads,
+        "num_kv_heads": int(c.get("num_key_value_heads") or heads),
+        "head_dim": head_dim(c),
+        # all-MoE configs without a dense width (Qwen3.5): one expert's
+        "intermediate_size": int(c.get("intermediate_size") or c["moe_intermediate_size"]),
+        "vocab_size": int(c["vocab_size"]),
+        "max_position_embeddings": int(c["max_position_embeddings"]),
+        "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
+        "num_experts": int(experts) if experts else None,
+        "experts_per_token": int(c["num_experts_per_tok"]) if experts else None,
+        # a config without a dtype (gpt-oss, MiniMax-M2: quantized checkpoints) is read as
+        # bfloat16, the dtype of their unquantized modules
+        "dtype": str(c.get("torch_dtype") or c.get("dtype") or "bfloat16"),
+        "shared_experts": _shared_count(c) if experts else None,
+        "attention": attention_kind(c),
+        "weight_format": weight_format(c, quant_config),
+        "moe_intermediate_size": _blank_zero(int(c.get("moe_intermediate_size") or 0))
+        or (int(c["intermediate_size"]) if experts else None),
+        "kv_lora_rank": _blank_zero(int(c.get("kv_lora_rank") or 0)),
+        "qk_rope_head_dim": int(c["qk_rope_head_dim"]) if c.get("kv_lora_rank") else None,
+        "sliding_window": int(c["sliding_window"]) if sliding else None,
+        "num_sliding_layers": sliding or None,
+        "num_linear_layers": linear or None,
+    }
+
+
+def _shared_count(c: Config) -> int:
+    """Shared experts per MoE layer (a ``shared_expert_intermediate_size`` is one)."""
+    if c.get("n_shared_experts") is not None:
+        return int(c["n_shared_experts"])
+    sizes = (c.get("shared_expert_intermediate_size"), c.get("shared_intermediate_size"))
+    return int(any(s for s in sizes))
+
+
+def merge_rows(catalogue: pd.DataFrame, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The catalogue with ``rows`` in place of the rows of the same ``model``, others appended.
+
+    Columns the catalogue lacks are added (blank for its other rows) before ``notes``; the
+    catalogue's own rows and their order are kept.
+    """
+    out = catalogue.copy()
+    new = pd.DataFrame(rows)
+    columns = [c for c in out.columns if c != "notes"]
+    columns += [c for c in new.columns if c not in out.columns and c != "notes"]
+    columns.append("notes")
+    out = out.reindex(columns=columns)
+    for row in rows:
+        where = out.index[out["model"] == row["model"]]
+        if len(where):
+            for key, value in row.items():
+                out.at[where[0], key] = value
+        else:
+            out = pd.concat([out, pd.DataFrame([row]).reindex(columns=columns)], ignore_index=True)
+    for column in out.columns:  # whole numbers as integers (a blank makes pandas write 8.0)
+        values = out[column]
+        if column in _FLOAT_COLUMNS or not pd.api.types.is_numeric_dtype(values):
+            continue
+        if pd.api.types.is_bool_dtype(values):
+            continue
+        whole = values.dropna()
+        if len(whole) and (whole == whole.round()).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
+# Written as the catalogue has always written them (8.0: how pandas writes a column with blanks).
+_FLOAT_COLUMNS = ("params_b", "active_params_b", "num_experts", "experts_per_token")
+
+
+def describe(config_file: str, row: Mapping[str, Any], extra: str = "") -> str:
+    """The ``notes`` of a built row: where its figures come from, and what the config adds."""
+    parts = [f"from {config_file} (AIConfigurator 095f58a); params counted from the config"]
+    if row.get("attention") == "mla":
+        parts.append(
+            f"MLA: KV cache holds kv_lora_rank {row['kv_lora_rank']} + qk_rope_head_dim "
+            f"{row['qk_rope_head_dim']} per token and layer"
+        )
+    if row.get("num_linear_layers"):
+        parts.append(
+            f"{row['num_linear_layers']} Gated DeltaNet linear-attention layers (fixed-size "
+            f"state) and {row['num_kv_layers']} full-attention layers"
+        )
+    if row.get("num_sliding_layers"):
+        window = row["sliding_window"]
+        parts.append(f"{row['num_sliding_layers']} layers of sliding window {window}")
+    if row.get("num_experts"):
+        parts.append(
+            "intermediate_size as the config writes it (one expert's where it has none); one "
+            f"expert {row['moe_intermediate_size']}"
+        )
+    if row.get("weight_format") != row.get("dtype"):
+        parts.append(f"checkpoint weights {row['weight_format']}")
+    if extra:
+        parts.append(extra)
+    return "; ".join(parts)
