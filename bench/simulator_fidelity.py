@@ -35,11 +35,16 @@ from benchinfo import add_data_arguments, load_measured, machine
 from wattgpu.modeling.learning.baselines import load_scaled_tdp, roofline_itl
 from wattgpu.modeling.metrics import mdape
 from wattgpu.modeling.physical.features import with_prior
-from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.physical.physics import (
+    DEFAULT_CONSTANTS,
+    NO_ENGINE_EFFECTS,
+    PhysicalConstants,
+)
 from wattgpu.modeling.physical.prior import (
     EXCLUDED_FAMILIES,
     SIXTEEN_BIT,
     calibration_mask,
+    fit_engine_effects,
     fit_engine_floors,
 )
 from wattgpu.modeling.physical.simulate import calibrate, fidelity
@@ -188,7 +193,9 @@ def main() -> None:
         for field in fields(PhysicalConstants):
             print(f"    {field.name}={getattr(constants, field.name):.4g},")
         print(")")
-        floors = fit_engine_floors(with_prior(every_row, constants, floors={}))
+        floors = fit_engine_floors(
+            with_prior(every_row, constants, floors={}, effects=NO_ENGINE_EFFECTS)
+        )
         print(
             f"\nEngine floors, s per layer per step, fitted on all {len(every_row)} measured rows "
             "(those with an ITL count):\n"
@@ -197,6 +204,15 @@ def main() -> None:
         for engine, floor in floors.items():
             print(f'    "{engine}": {floor:.3e},')
         print("}")
+        effects = fit_engine_effects(with_prior(every_row, constants, floors, NO_ENGINE_EFFECTS))
+        print("\nEngine effects on the decode step, fitted on the rows of set-ups measured on")
+        print("several engines or releases (modeling.physical.prior.fit_engine_effects):\n")
+        print("DEFAULT_ENGINE_EFFECTS = EngineEffects(")
+        factors = ", ".join(f'"{e}": {v:.4f}' for e, v in sorted(effects.factors.items()))
+        print(f"    factors={{{factors}}},")
+        print(f"    per_year={effects.per_year:.4f},")
+        print(f"    reference_year={effects.reference_year:g},")
+        print(")")
 
 
 if __name__ == "__main__":

@@ -83,14 +83,14 @@ class PhysicalConstants:
 # CPU-bound v2_vllm_batch_2024 family; see bench/simulator_fidelity.py). Refit with
 #   python bench/simulator_fidelity.py --refit
 DEFAULT_CONSTANTS = PhysicalConstants(
-    memory_efficiency=0.7797,
+    memory_efficiency=0.7785,
     compute_efficiency=1.0,  # at its bound: decode never looked compute-bound in the real rows
-    step_overhead_s=0.002247,
-    seq_overhead_s=7.417e-05,
+    step_overhead_s=0.002246,
+    seq_overhead_s=7.377e-05,
     idle_fraction=0.1,  # held, not fitted (see calibrate)
-    memory_power_weight=0.6771,
-    compute_power_weight=4.802,
-    server_power_factor=0.6157,
+    memory_power_weight=0.6768,
+    compute_power_weight=4.784,
+    server_power_factor=0.6161,
 )
 
 # The host-side time per layer of one decode step of engines other than vLLM (whose overheads the
@@ -99,10 +99,12 @@ DEFAULT_CONSTANTS = PhysicalConstants(
 # Fitted to every reference row with an ITL (``modeling.physical.prior.fit_engine_floors``);
 # refit with  python bench/simulator_fidelity.py --refit
 DEFAULT_ENGINE_FLOORS: dict[str, float] = {
-    "deepspeed-mii": 5.618e-04,
+    "deepspeed-mii": 5.278e-04,
     "hf": 1.049e-03,
-    "llama.cpp": 4.242e-04,
-    "trtllm": 1.295e-04,
+    "llama.cpp": 3.628e-04,
+    "sglang": 1.769e-04,
+    "tgi": 9.856e-04,
+    "trtllm": 1.336e-04,
 }
 
 # The most one year of a stated engine release may change a decode step: a user who states the
@@ -143,7 +145,11 @@ class EngineEffects:
 NO_ENGINE_EFFECTS = EngineEffects({}, 0.0, 2025.0)
 # Fitted to the reference rows (``modeling.physical.prior.fit_engine_effects``); refit with
 #   python bench/simulator_fidelity.py --refit
-DEFAULT_ENGINE_EFFECTS = NO_ENGINE_EFFECTS
+DEFAULT_ENGINE_EFFECTS = EngineEffects(
+    factors={"deepspeed-mii": 0.1911, "llama.cpp": 0.7178, "sglang": -0.0025, "trtllm": -0.1629},
+    per_year=-0.0269,
+    reference_year=2024,
+)
 
 # What a fit may choose from: efficiencies within (0, 1], overheads below 50 ms and 2 ms.
 CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
