@@ -3,11 +3,13 @@
 Every variant differs from the adopted design (``wattgpu.modeling.learning.models``) in one
 respect and is scored, like ``bench/accuracy.py``, on every shipped measured row that carries the
 target, with CatBoost's default hyperparameters, the analytical prior refitted on each fold's
-training rows, and several seeds (mean ± standard deviation over seeds). Splits: leave one GPU out
-(LOGO) and leave LLMs out in 10 blocks of architectures (L10O, a cheaper stand-in for
+training rows, and several seeds (mean ± standard deviation over seeds). Splits: leave one data
+source out (LOSO: the figure a user with their own set-up should read), leave one GPU out (LOGO)
+and leave LLMs out in 10 blocks of architectures (L10O, a cheaper stand-in for
 leave-one-LLM-out).
 
-    python bench/ablation.py [--seeds 3] [--targets power itl] [--measurements PATH ...]
+    python bench/ablation.py [--seeds 3] [--targets power itl ttft] [--splits LOSO LOGO L10O]
+                             [--variants NAME ...] [--measurements PATH ...]
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import datetime as dt
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -25,8 +27,8 @@ from benchinfo import add_data_arguments, load_measured, machine
 from joblib import Parallel, delayed
 
 from wattgpu.modeling.learning import models
-from wattgpu.modeling.learning.recipe import recipe_of
-from wattgpu.modeling.learning.splits import LLM_BLOCKS, split_indices
+from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, recipe_of
+from wattgpu.modeling.learning.splits import LLM_BLOCKS, can_split, split_indices
 from wattgpu.modeling.metrics import gpu_ranking_tau, mdape
 from wattgpu.modeling.physical.features import (
     CPU_FLOOR_FEATURES,
@@ -34,7 +36,13 @@ from wattgpu.modeling.physical.features import (
     RAW_GPU_SPECS,
 )
 from wattgpu.modeling.physical.prior import refit_prior
-from wattgpu.modeling.physical.targets import MEASURED_COLUMN, decode, encode, rows_with_target
+from wattgpu.modeling.physical.targets import (
+    MEASURED_COLUMN,
+    TARGETS,
+    decode,
+    encode,
+    rows_with_target,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,12 @@ class Variant:
     rows: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
     # a change made before the prior is refitted (the prior then follows it)
     physics: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
+    # the distance at which a query's correction keeps 1/e of itself (None: the recipe's)
+    novelty_scale: float | None = None
+    # no trees at all: the refitted prior's own answer
+    prior_only: bool = False
+    # the share of the correction kept at no distance (None: the recipe's default)
+    trust: float | None = None
 
 
 def _log_itl(target: str, frame: pd.DataFrame) -> pd.Series:
@@ -78,10 +92,6 @@ def _server_as_one_sequence(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(concurrency=frame["concurrency"].where(frame["scenario"] == "offline", 1.0))
 
 
-def _no_engine_year(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(engine_year=np.nan)
-
-
 def _itl_with_engine_floor(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(
         prior_itl_s=np.exp(frame["log_prior_itl_cpu_s"]),
@@ -97,12 +107,37 @@ def _dense_only_weights(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(dense_weight_bytes=active, expert_weight_bytes=0.0)
 
 
+# Features that carry the GPU beyond the prior: the raw specs and the physics built from them.
+GPU_FEATURES = (
+    *RAW_GPU_SPECS,
+    "gpu_fused_attention",
+    "weight_bytes_per_gpu",
+    "bandwidth_latency_s",
+    "compute_latency_s",
+    "free_memory_gb",
+    "max_concurrent_seqs",
+    "fits_in_memory",
+)
+
+
+def _without(members: tuple[tuple[str, ...], ...], *columns: str) -> tuple[tuple[str, ...], ...]:
+    return tuple((*without, *columns) for without in members)
+
+
 def variants(target: str) -> list[Variant]:
     """The adopted design first, then one change each."""
     adopted = recipe_of(target).members
     out = [
         Variant("adopted", adopted),
-        Variant("without engine_year", adopted, rows=_no_engine_year),
+        Variant("physics prior alone (no trees)", adopted, prior_only=True),
+        Variant("correction never shrunk", adopted, novelty_scale=float("inf")),
+        Variant("correction shrunk at 0.25 decade", adopted, novelty_scale=0.25),
+        Variant("correction shrunk at 1 decade", adopted, novelty_scale=1.0),
+        Variant("keeping 3/4 of the correction", adopted, trust=0.75),
+        Variant("keeping half of the correction", adopted, trust=0.5),
+        Variant("trees without the engine", _without(adopted, "engine")),
+        Variant("trees without the LLM family", _without(adopted, "llm_family", "llm_arch")),
+        Variant("a correction that sees no GPU spec", _without(adopted, *GPU_FEATURES)),
         Variant(
             "dense-only weights read (active, flat bytes)", adopted, physics=_dense_only_weights
         ),
@@ -114,7 +149,7 @@ def variants(target: str) -> list[Variant]:
             Variant("no engine floor in the prior", adopted, rows=_no_engine_floor),
             Variant("target power / TDP", adopted, encode=_power_over_tdp, decode=_times_tdp),
         ]
-    else:
+    elif target == "itl":
         out += [
             Variant("one member, with the raw GPU specs", (CPU_FLOOR_FEATURES,)),
             Variant(
@@ -127,7 +162,7 @@ def variants(target: str) -> list[Variant]:
 
 
 def _folds(frame: pd.DataFrame, split: str, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    return list(split_indices(frame, "LOGO" if split == "LOGO" else LLM_BLOCKS, seed=seed))
+    return list(split_indices(frame, LLM_BLOCKS if split == "L10O" else split, seed=seed))
 
 
 def _fit_predict(
@@ -135,17 +170,27 @@ def _fit_predict(
 ) -> np.ndarray:
     train, test = refit_prior(variant.physics(train), variant.physics(test))
     train, test = variant.rows(train), variant.rows(test)
+    if variant.prior_only:
+        return decode(target, test, np.zeros(len(test)))
     label = variant.encode(target, train)
-    settings = {**recipe_of(target).catboost_params(), "thread_count": 1}
-    model = models.fit_members(target, train, label, variant.members, settings, seed)
+    recipe = recipe_of(target)
+    settings = {**recipe.catboost_params(), "thread_count": 1}
+    trust = settings.pop(CORRECTION_WEIGHT) if variant.trust is None else variant.trust
+    scale = recipe.novelty_scale if variant.novelty_scale is None else variant.novelty_scale
+    model = models.fit_members(target, train, label, variant.members, settings, seed, scale)
+    model = replace(model, familiarity=replace(model.familiarity, trust=trust))
     return variant.decode(target, test, models.raw_predict(model, test))
 
 
-def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict[str, list]:
+def score(
+    variant: Variant, target: str, rows: pd.DataFrame, seeds: int, splits: Sequence[str]
+) -> dict[str, list]:
     """Per (split, scenario): MdAPE and GPU tau of every seed."""
     results: dict[str, list] = {}
-    for split in ("LOGO", "L10O"):
-        for seed in range(seeds):
+    for split in splits:
+        if split != "L10O" and not can_split(rows, split):
+            continue
+        for seed in range(seeds if split != "LOSO" else 1):  # LOSO's folds do not depend on it
             folds = _folds(rows, split, seed)
             answers = Parallel(n_jobs=2)(
                 delayed(_fit_predict)(variant, target, rows.iloc[a], rows.iloc[b], seed)
@@ -177,7 +222,11 @@ def score(variant: Variant, target: str, rows: pd.DataFrame, seeds: int) -> dict
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--targets", nargs="+", choices=("power", "itl"), default=["power", "itl"])
+    parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
+    parser.add_argument(
+        "--splits", nargs="+", choices=("LOSO", "LOGO", "L10O"), default=["LOSO", "LOGO", "L10O"]
+    )
+    parser.add_argument("--variants", nargs="+", help="only the variants of these names")
     add_data_arguments(parser)
     args = parser.parse_args(argv)
     command = " ".join(["python bench/ablation.py", *(argv if argv is not None else sys.argv[1:])])
@@ -190,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     for target in args.targets:
         rows = rows_with_target(target, measured)
-        table = {v.name: score(v, target, rows, args.seeds) for v in variants(target)}
+        chosen = [v for v in variants(target) if not args.variants or v.name in args.variants]
+        table = {v.name: score(v, target, rows, args.seeds, args.splits) for v in chosen}
         columns = list(next(iter(table.values())))
         print(f"\n## {target} ({len(rows)} rows)\n")
         print("| variant | " + " | ".join(columns) + " |")

@@ -10,7 +10,7 @@ from wattgpu.modeling.physical.features import (
     feature_matrix,
     itl_statistic,
 )
-from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, DEFAULT_ENGINE_EFFECTS
 
 
 def query(**overrides):
@@ -60,9 +60,14 @@ def test_defaults_fill_what_a_query_leaves_out(small_catalog):
 def test_server_concurrency_follows_littles_law_and_keeps_the_rate(small_catalog):
     light = build_features(query(scenario="server", request_rate_rps=0.5), small_catalog).iloc[0]
     busy = build_features(query(scenario="server", request_rate_rps=20.0), small_catalog).iloc[0]
+    # the analytical ITL before the engine's effect (today's vLLM, of 2026, see below)
+    effect = math.exp(
+        DEFAULT_ENGINE_EFFECTS.per_year * (2026 - DEFAULT_ENGINE_EFFECTS.reference_year)
+    )
     for row, rate in ((light, 0.5), (busy, 20.0)):
         # Little's law: requests in the system = rate x decode time (256 tokens x ITL), at least 1
-        assert row["concurrency"] == pytest.approx(max(1.0, rate * 256 * row["prior_itl_s"]))
+        itl = row["prior_itl_s"] / effect
+        assert row["concurrency"] == pytest.approx(max(1.0, rate * 256 * itl))
         assert row["request_rate_rps"] == rate
     assert busy["concurrency"] > 2 * light["concurrency"]
 
@@ -188,8 +193,17 @@ def test_physics_prior_of_llama_8b_on_h100_at_batch_1_by_hand(small_catalog):
     step = c.step_overhead_s + c.seq_overhead_s + max(t_mem, t_comp)
     # one prefill of 512 tokens per 256 output tokens stalls the sequence
     itl = step + 2 * 8.03e9 * 512 / flops / 256
-    assert row["prior_itl_s"] == pytest.approx(itl, rel=1e-9)
-    assert row["log_prior_itl_s"] == pytest.approx(math.log(itl))
+    # the engine: vLLM (no factor of its own) of today's release, 2026, two years after the
+    # effects' reference year: exp(per_year x 2)
+    engine = math.exp(
+        DEFAULT_ENGINE_EFFECTS.per_year * (2026 - DEFAULT_ENGINE_EFFECTS.reference_year)
+    )
+    assert (
+        DEFAULT_ENGINE_EFFECTS.reference_year == 2024
+        and "vllm" not in DEFAULT_ENGINE_EFFECTS.factors
+    )
+    assert row["prior_itl_s"] == pytest.approx(itl * engine, rel=1e-9)
+    assert row["log_prior_itl_s"] == pytest.approx(math.log(itl * engine))
     activity = min(
         1.0, c.memory_power_weight * t_mem / step + c.compute_power_weight * t_comp / step
     )

@@ -34,6 +34,7 @@ from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
 from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.answering.queries import ALL_FIELDS, query_frame
 from wattgpu.modeling.learning.models import Regressor
+from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.uncertainty import IntervalModel
 
 # What the served model imports, pinned in its environment (the rest comes with mlflow):
@@ -79,7 +80,10 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             member = CatBoostRegressor()
             member.load_model(artifacts[f"catboost_{number}"])
             members.append((without, member))
-        self.model = Regressor(self.card.target, members)
+        known = self.card.familiarity
+        self.model = Regressor(
+            self.card.target, members, Familiarity.from_dict(known) if known else None
+        )
         spec = self.card.interval
         if spec is None:
             raise WattgpuError(f"the model card {artifacts['metadata']} has no interval")
@@ -202,6 +206,7 @@ def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: 
             members=tuple(tuple(without) for without, _ in model.members),
             query_fields=tuple(ALL_FIELDS),
             interval=IntervalSpec.of(bounds),
+            familiarity=model.familiarity.to_dict() if model.familiarity else {},
         )
         catalog.gpus.to_csv(root / "gpus.csv", index=False)
         catalog.llms.to_csv(root / "llms.csv", index=False)

@@ -102,6 +102,8 @@ class ModelCard:
         interval: the interval model's numbers (packaging).
         statistic: what the served number is (``SERVED_STATISTIC``: for ITL, the median gap
             between two tokens of one request).
+        familiarity: the ranges and engines the members were trained on, which shrink a far
+            query's correction (``modeling.learning.novelty``; packaging).
 
     """
 
@@ -119,6 +121,7 @@ class ModelCard:
     query_fields: tuple[str, ...] = ()
     interval: IntervalSpec | None = None
     statistic: str = ""
+    familiarity: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.statistic:
@@ -127,7 +130,7 @@ class ModelCard:
     def to_dict(self) -> dict[str, Any]:
         """The card as plain JSON values; packaging fields only once they are filled in."""
         out = asdict(self)
-        for name in ("members", "query_fields", "interval"):
+        for name in ("members", "query_fields", "interval", "familiarity"):
             if not out[name]:
                 del out[name]
         return out

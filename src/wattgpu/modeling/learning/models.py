@@ -7,9 +7,10 @@ feature matrix less some columns; which columns, and with which settings, its re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,8 @@ import pandas as pd
 from catboost import CatBoostRegressor, FeaturesData, Pool
 from catboost.core import log_fixup
 
-from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.learning.novelty import Familiarity
+from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, Recipe
 from wattgpu.modeling.physical.features import (
     CATEGORICAL_FEATURES,
     NUMERIC_FEATURES,
@@ -44,6 +46,9 @@ class Regressor:
 
     target: str
     members: list[tuple[tuple[str, ...], CatBoostRegressor]]
+    # what the members were trained on: their correction shrinks with a query's distance from
+    # it (``novelty``); None keeps the correction whole
+    familiarity: Familiarity | None = None
 
     def feature_importance(self) -> pd.Series:
         """Mean CatBoost importance per feature over the members (0 where a member lacks it)."""
@@ -143,8 +148,13 @@ def fit_members(
     members: tuple[tuple[str, ...], ...],
     settings: dict[str, Any],
     seed: int = 0,
+    novelty_scale: float = math.inf,
 ) -> Regressor:
-    """Fit one CatBoost member per left-out column set of ``members`` on ``label``."""
+    """Fit one CatBoost member per left-out column set of ``members`` on ``label``.
+
+    ``novelty_scale``: the distance from the training rows (``novelty``) at which a query's
+    correction keeps 1/e of itself (infinite: never shrunk).
+    """
     pools = Pools(target, frame, label)  # featurised once for every member
     fitted = []
     for without in members:
@@ -157,7 +167,7 @@ def fit_members(
         )
         model.fit(pools(without))
         fitted.append((without, model))
-    return Regressor(target, fitted)
+    return Regressor(target, fitted, Familiarity.of(frame, novelty_scale))
 
 
 def fit(
@@ -173,20 +183,26 @@ def fit(
     """
     target = recipe.target
     settings = {**recipe.catboost_params(params), "thread_count": threads}
-    return fit_members(target, frame, encode(target, frame), recipe.members, settings, seed)
+    trust = settings.pop(CORRECTION_WEIGHT)
+    label = encode(target, frame)
+    model = fit_members(target, frame, label, recipe.members, settings, seed, recipe.novelty_scale)
+    return replace(model, familiarity=replace(model.familiarity, trust=trust))
 
 
 def raw_predict(
     model: Regressor, frame: pd.DataFrame | Mapping[str, np.ndarray], pools: Pools | None = None
 ) -> np.ndarray:
-    """The members' mean answer in target space (before ``decode``)."""
+    """The members' mean answer in target space (before ``decode``), shrunk with novelty."""
     pools = pools or Pools(model.target, frame)
     # One thread: on a query CatBoost's thread pool costs more than it saves (a 1,000-row batch
     # took 0.74 ms on 2 threads, 0.34 ms on one), and each server worker is a process of its own.
-    return np.mean(
+    correction = np.mean(
         [member.predict(pools(without), thread_count=1) for without, member in model.members],
         axis=0,
     )
+    if model.familiarity is None:
+        return correction
+    return correction * model.familiarity.weight(frame)
 
 
 def predict_si(

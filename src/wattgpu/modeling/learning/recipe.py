@@ -55,6 +55,9 @@ class Recipe:
         folds: folds of grouped cross-validation and blocks of the leave-LLMs-out split.
         lolo_tuning_blocks: studies of the nested leave-one-LLM-out evaluation.
         startup_trials: random trials before the TPE sampler starts modelling.
+        novelty_scale: the distance from the training rows (``novelty``, in decades outside
+            their ranges, one per unseen engine) at which a query's learnt correction keeps 1/e
+            of itself; infinite keeps it whole.
 
     """
 
@@ -70,9 +73,13 @@ class Recipe:
     folds: Folds
     lolo_tuning_blocks: int
     startup_trials: int
+    novelty_scale: float = 0.5
 
     def catboost_params(self, tuned: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """CatBoost's settings for a fit: the defaults, overridden by the fixed and ``tuned``."""
+        """A fit's settings: the defaults, overridden by the fixed and ``tuned``.
+
+        CatBoost's own, plus ``CORRECTION_WEIGHT`` (``models.fit`` takes it out).
+        """
         return {**self.default_params, **self.fixed_params, **(tuned or {})}
 
     def default_trial(self) -> dict[str, Any]:
@@ -101,6 +108,10 @@ MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),),
 }
 
+# The share of the trees' correction to the prior that a model keeps (``novelty``), tuned with
+# CatBoost's hyperparameters: on leave-one-source-out and leave-one-GPU-out, ITL answered best
+# keeping about half of it (bench/ablation.py, docs/accuracy.md).
+CORRECTION_WEIGHT = "correction_weight"
 # Not tuned: single-feature categorical statistics and 64 borders make each fit about twice as
 # fast (a tuning trial is dozens of fits), in exchange for coarser splits.
 _FIXED = {"max_ctr_complexity": 1, "border_count": 64}
@@ -119,6 +130,7 @@ _FULL = {
         "learning_rate": 0.1,
         "l2_leaf_reg": 3.0,
         "random_strength": 1.0,
+        CORRECTION_WEIGHT: 1.0,
     },
     "search_space": {
         "iterations": Dimension(100, 400, integer=True, step=50),
@@ -126,6 +138,7 @@ _FULL = {
         "learning_rate": Dimension(0.02, 0.3, log=True),
         "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
         "random_strength": Dimension(0.1, 10.0, log=True),
+        CORRECTION_WEIGHT: Dimension(0.25, 1.0),
     },
     # Deliberately small: a few hundred residuals, and it only ranks regimes by how wrong the
     # main model tends to be in them.
@@ -153,6 +166,7 @@ _FAST = {
         "learning_rate": 0.3,
         "l2_leaf_reg": 3.0,
         "random_strength": 1.0,
+        CORRECTION_WEIGHT: 1.0,
     },
     "search_space": {
         "iterations": Dimension(30, 60, integer=True, step=10),
@@ -160,6 +174,7 @@ _FAST = {
         "learning_rate": Dimension(0.1, 0.5, log=True),
         "l2_leaf_reg": Dimension(1.0, 10.0, log=True),
         "random_strength": Dimension(0.1, 10.0, log=True),
+        CORRECTION_WEIGHT: Dimension(0.25, 1.0),
     },
     "difficulty_params": {"iterations": 30, "depth": 3, "learning_rate": 0.2, "l2_leaf_reg": 10.0},
     "interval_folds": 3,
@@ -181,6 +196,7 @@ _OWN_SEARCH_SPACE: dict[tuple[str, str], Mapping[str, Dimension]] = {
         "learning_rate": Dimension(0.05, 0.3, log=True),
         "l2_leaf_reg": Dimension(0.5, 30.0, log=True),
         "random_strength": Dimension(0.1, 10.0, log=True),
+        CORRECTION_WEIGHT: Dimension(0.25, 1.0),
     },
 }
 
