@@ -175,7 +175,8 @@ def _fit_predict(
     label = variant.encode(target, train)
     recipe = recipe_of(target)
     settings = {**recipe.catboost_params(), "thread_count": 1}
-    trust = settings.pop(CORRECTION_WEIGHT) if variant.trust is None else variant.trust
+    default_trust = settings.pop(CORRECTION_WEIGHT)
+    trust = default_trust if variant.trust is None else variant.trust
     scale = recipe.novelty_scale if variant.novelty_scale is None else variant.novelty_scale
     model = models.fit_members(target, train, label, variant.members, settings, seed, scale)
     model = replace(model, familiarity=replace(model.familiarity, trust=trust))

@@ -203,7 +203,8 @@ def test_physics_prior_of_llama_8b_on_h100_at_batch_1_by_hand(small_catalog):
         and "vllm" not in DEFAULT_ENGINE_EFFECTS.factors
     )
     assert row["prior_itl_s"] == pytest.approx(itl * engine, rel=1e-9)
-    assert row["log_prior_itl_s"] == pytest.approx(math.log(itl * engine))
+    # the feature is the analytical ITL of the engine, without its release year's effect
+    assert row["log_prior_itl_s"] == pytest.approx(math.log(itl))
     activity = min(
         1.0, c.memory_power_weight * t_mem / step + c.compute_power_weight * t_comp / step
     )
@@ -272,3 +273,33 @@ def test_kv_cache_bytes_per_token_of_mla_sliding_window_and_linear_attention_by_
     # 128 of 768 tokens: 2,048 x (18 + 18 x 128 / 768) = 2,048 x 21 = 43,008 B
     # Qwen3.5: 2 x 2 x 256 x 2 = 2,048 B x 15 full-attention layers = 30,720 B (45 linear: none)
     assert got.tolist() == [70272.0, 43008.0, 30720.0]
+
+
+def test_one_year_of_stated_engine_release_moves_an_itl_answer_by_at_most_15_percent(
+    small_catalog,
+):
+    """The trees never see the release year: it acts only through the bounded engine effect."""
+    import numpy as np
+
+    from wattgpu.modeling.physical.physics import MAX_YEAR_EFFECT
+
+    rows = pd.concat(
+        [
+            query(scenario="server", concurrency=64.0, engine=e, engine_year=y)
+            for e in ("vllm", "sglang", "trtllm")
+            for y in (2024.0, 2025.0)
+        ],
+        ignore_index=True,
+    )
+    features = build_features(rows, small_catalog)
+    matrix = feature_matrix(features, "itl")
+    earlier, later = (
+        matrix.iloc[0::2].reset_index(drop=True),
+        matrix.iloc[1::2].reset_index(drop=True),
+    )
+    # no feature moves: the answer's base does, by at most 15 %
+    pd.testing.assert_frame_equal(earlier, later)
+    base = np.log(features["prior_itl_s"].to_numpy())
+    moved = np.abs(base[1::2] - base[0::2])
+    assert (moved <= MAX_YEAR_EFFECT + 1e-12).all() and (moved > 0).all()
+    assert MAX_YEAR_EFFECT == pytest.approx(math.log(1.15))

@@ -85,8 +85,9 @@ def test_engine_floor_slows_the_step_and_idles_the_gpu_by_hand(small_catalog):
     # 32 layers x 1 ms = 32 ms, far above the H100's batch-1 step of a few ms
     assert hf["cpu_floor_s"] == pytest.approx(0.032)
     assert hf["prior_itl_s"] < 0.01
-    # busy for prior_itl of every 32 ms; idle power 10 % of the 700 W TDP
-    busy = hf["prior_itl_s"] / 0.032
+    # busy for the engine's analytical step (the prior ITL before its release year's effect)
+    # of every 32 ms; idle power 10 % of the 700 W TDP
+    busy = np.exp(hf["log_prior_itl_s"]) / 0.032
     expected = 70.0 + (hf["prior_power_w"] - 70.0) * busy
     assert hf["prior_power_cpu_w"] == pytest.approx(expected)
     assert hf["log_prior_itl_cpu_s"] == pytest.approx(np.log(0.032))

@@ -433,7 +433,10 @@ def with_prior(
     effects = physics.DEFAULT_ENGINE_EFFECTS if effects is None else effects
     years = out["engine_year"] if "engine_year" in out else engine_year(out)
     out["prior_power_w"] = prior["power_w"]
-    out["prior_itl_s"] = prior["itl_s"] * np.exp(effects.log_factor(out["engine"], years))
+    # the release year scales the answer's base, never a feature, so that the trees cannot
+    # amplify it: a year moves an answer by at most ``physics.MAX_YEAR_EFFECT``
+    engine_itl = prior["itl_s"] * np.exp(effects.engine_log_factor(out["engine"]))
+    out["prior_itl_s"] = engine_itl * np.exp(effects.year_log_factor(years))
     out["prior_prefill_share"] = prior["prefill_share"]
     if "itl_s" in out:
         out["itl_median_s"] = median_itl(out)
@@ -448,14 +451,14 @@ def with_prior(
     layers = _floats(out["llm_num_layers"])
     out["cpu_floor_s"] = per_layer * np.where(np.isnan(layers), 0.0, layers)
     with np.errstate(divide="ignore", invalid="ignore"):
-        step = np.maximum(out["prior_itl_s"], out["cpu_floor_s"])
+        step = np.maximum(engine_itl, out["cpu_floor_s"])
         tdp = _floats(out["gpu_tdp_w"])
         idle = constants.idle_fraction * tdp
-        busy = out["prior_itl_s"] / step
+        busy = engine_itl / step
         out["prior_power_cpu_w"] = idle + (out["prior_power_w"] - idle) * busy
         positive_tdp = np.where(tdp > 0, tdp, np.nan)
         out["log_prior_power_tdp"] = np.log(out["prior_power_w"] / positive_tdp)
-        out["log_prior_itl_s"] = np.log(out["prior_itl_s"])
+        out["log_prior_itl_s"] = np.log(engine_itl)
         out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
         out["log_prior_itl_cpu_s"] = np.log(step)
     return _as_given(out, rows)

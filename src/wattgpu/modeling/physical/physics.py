@@ -134,12 +134,15 @@ class EngineEffects:
     per_year: float
     reference_year: float
 
-    def log_factor(self, engines: np.ndarray, years: np.ndarray) -> np.ndarray:
-        """The log factor of each row's (engine, release year)."""
+    def engine_log_factor(self, engines: np.ndarray) -> np.ndarray:
+        """The log factor of each row's engine (0 for one without a factor)."""
         names, codes = np.unique(np.asarray(engines, dtype=str), return_inverse=True)
-        own = np.array([self.factors.get(str(e), 0.0) for e in names], dtype=float)[codes]
+        return np.array([self.factors.get(str(e), 0.0) for e in names], dtype=float)[codes]
+
+    def year_log_factor(self, years: np.ndarray) -> np.ndarray:
+        """The log factor of each row's engine release year (0 where unknown)."""
         year = np.asarray(years, dtype=float) - self.reference_year
-        return own + self.per_year * np.where(np.isnan(year), 0.0, year)
+        return self.per_year * np.where(np.isnan(year), 0.0, year)
 
 
 NO_ENGINE_EFFECTS = EngineEffects({}, 0.0, 2025.0)
