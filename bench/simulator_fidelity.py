@@ -38,6 +38,7 @@ from wattgpu.modeling.physical.features import with_prior
 from wattgpu.modeling.physical.physics import (
     DEFAULT_CONSTANTS,
     NO_ENGINE_EFFECTS,
+    NO_TTFT_TERMS,
     PhysicalConstants,
 )
 from wattgpu.modeling.physical.prior import (
@@ -46,6 +47,7 @@ from wattgpu.modeling.physical.prior import (
     calibration_mask,
     fit_engine_effects,
     fit_engine_floors,
+    fit_ttft_terms,
 )
 from wattgpu.modeling.physical.simulate import calibrate, fidelity
 
@@ -213,6 +215,9 @@ def main() -> None:
         print(f"    per_year={effects.per_year:.4f},")
         print(f"    reference_year={effects.reference_year:g},")
         print(")")
+        ttft = fit_ttft_terms(with_prior(every_row, constants, floors, effects, NO_TTFT_TERMS))
+        print("\nTTFT terms, fitted on the rows with a TTFT:\n")
+        print(f"DEFAULT_TTFT_TERMS = TtftTerms({ttft.overhead_s:.4g}, {ttft.prefill_scale:.4g})")
 
 
 if __name__ == "__main__":

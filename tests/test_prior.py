@@ -169,3 +169,16 @@ def test_too_few_paired_rows_give_no_engine_effects():
 
     rows = _paired([("vllm", 2025.0, 0.0), ("trtllm", 2025.0, -0.5)], setups=9)  # 18 rows < 20
     assert fit_engine_effects(rows) == NO_ENGINE_EFFECTS
+
+
+def test_ttft_terms_are_a_fixed_cost_and_a_scale_fitted_on_measured_ttfts():
+    from wattgpu.modeling.physical.prior import fit_ttft_terms
+
+    # measured = 0.1 s + 5 x analytical, for analytical TTFTs of 10 ms to 1 s: both on the grids
+    # (0.1 = 10^-1, the 41st of 61 log steps from 1 ms to 1 s; 5 is not, the nearest is taken)
+    analytical = np.geomspace(0.01, 1.0, 30)
+    rows = pd.DataFrame({"prior_ttft_s": analytical, "ttft_s": 0.1 + 5.0 * analytical})
+    terms = fit_ttft_terms(rows)
+    assert terms.overhead_s == pytest.approx(0.1, rel=0.05)
+    assert terms.prefill_scale == pytest.approx(5.0, rel=0.03)
+    assert fit_ttft_terms(rows.iloc[:19]).prefill_scale == 1.0  # fewer than 20 rows: none

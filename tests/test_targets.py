@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.physics import DEFAULT_TTFT_TERMS
 from wattgpu.modeling.physical.targets import decode, encode
 
 
@@ -53,6 +54,9 @@ def test_offline_ttft_prior_is_the_own_prefill_plus_a_step(small_catalog):
         ]
     )
     row = build_features(query, small_catalog).iloc[0]
-    # prefill = 2 x active params x 1000 tokens / FP16 FLOP/s = compute_latency_s x 1000
-    expected = row["compute_latency_s"] * 1000 + row["prior_itl_s"]
-    assert row["prior_ttft_s"] == pytest.approx(expected)
+    # prefill = 2 x active params x 1000 tokens / FP16 FLOP/s = compute_latency_s x 1000, plus a
+    # step; then the fitted terms: a request's fixed cost + the scale of the analytical time
+    analytical = row["compute_latency_s"] * 1000 + row["prior_itl_s"]
+    terms = DEFAULT_TTFT_TERMS
+    assert row["prior_ttft_s"] == pytest.approx(terms.overhead_s + terms.prefill_scale * analytical)
+    assert (terms.overhead_s, terms.prefill_scale) == (0.08913, 7.398)

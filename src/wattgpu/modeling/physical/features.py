@@ -412,6 +412,7 @@ def with_prior(
     constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
     floors: dict[str, float] | None = None,
     effects: physics.EngineEffects | None = None,
+    ttft: physics.TtftTerms | None = None,
 ) -> Rows:
     """Add (or replace) the analytical model's answer and the server concurrency it implies.
 
@@ -423,10 +424,11 @@ def with_prior(
     that long, the GPU busy for ``prior_itl_s`` of it and idle for the rest (the power target is
     the log-ratio to it); their logs are features. ``effects`` (default
     ``physics.DEFAULT_ENGINE_EFFECTS``) scale the prior ITL by the row's engine and its release
-    year, within the bounds of ``physics``. ``concurrency`` of a server row: the sequences
-    decoding at once, by Little's law at its request rate or, for a closed loop, its ``users``
-    (capped by the KV cache), so that a server and an offline batch with the same load look
-    alike to the trees.
+    year, within the bounds of ``physics``; ``ttft`` (default ``physics.DEFAULT_TTFT_TERMS``)
+    adds a request's fixed cost and scales the analytical TTFT. ``concurrency`` of a server
+    row: the sequences decoding at once, by Little's law at its request rate or, for a closed
+    loop, its ``users`` (capped by the KV cache), so that a server and an offline batch with the
+    same load look alike to the trees.
     """
     out = columns_of(rows)
     prior = physics.serving_model_columns(out, constants)
@@ -440,7 +442,8 @@ def with_prior(
     out["prior_prefill_share"] = prior["prefill_share"]
     if "itl_s" in out:
         out["itl_median_s"] = median_itl(out)
-    out["prior_ttft_s"] = _prior_ttft(out, prior["ttft_s"])
+    ttft = physics.DEFAULT_TTFT_TERMS if ttft is None else ttft
+    out["prior_ttft_s"] = ttft.overhead_s + ttft.prefill_scale * _prior_ttft(out, prior["ttft_s"])
     out["concurrency"] = concurrency(out, prior["concurrency"])
     if "dense_weight_bytes" in out:
         with np.errstate(divide="ignore", invalid="ignore"):

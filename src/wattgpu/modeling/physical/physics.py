@@ -146,6 +146,28 @@ class EngineEffects:
 
 
 NO_ENGINE_EFFECTS = EngineEffects({}, 0.0, 2025.0)
+
+
+@dataclass(frozen=True)
+class TtftTerms:
+    """What the analytical TTFT leaves out, fitted to measured TTFTs.
+
+    ``prior_ttft = overhead_s + prefill_scale x (analytical TTFT)``: a request's fixed cost before
+    its prefill (the HTTP request, tokenisation, scheduling, sampling the first token) and how far
+    a real prefill and its queueing run from the tensor peak (``modeling.physical.prior
+    .fit_ttft_terms``).
+
+    Attributes:
+        overhead_s: the fixed time of a request before its first token, s.
+        prefill_scale: measured over analytical prefill and queueing time.
+
+    """
+
+    overhead_s: float
+    prefill_scale: float
+
+
+NO_TTFT_TERMS = TtftTerms(0.0, 1.0)
 # Fitted to the reference rows (``modeling.physical.prior.fit_engine_effects``); refit with
 #   python bench/simulator_fidelity.py --refit
 DEFAULT_ENGINE_EFFECTS = EngineEffects(
@@ -153,6 +175,10 @@ DEFAULT_ENGINE_EFFECTS = EngineEffects(
     per_year=-0.0269,
     reference_year=2024,
 )
+
+# Fitted to the reference rows with a TTFT (``modeling.physical.prior.fit_ttft_terms``); refit
+# with  python bench/simulator_fidelity.py --refit
+DEFAULT_TTFT_TERMS = TtftTerms(overhead_s=0.08913, prefill_scale=7.398)
 
 # What a fit may choose from: efficiencies within (0, 1], overheads below 50 ms and 2 ms.
 CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {

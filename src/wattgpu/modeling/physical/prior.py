@@ -19,8 +19,10 @@ from wattgpu.modeling.physical.physics import (
     MAX_ENGINE_EFFECT,
     MAX_YEAR_EFFECT,
     NO_ENGINE_EFFECTS,
+    NO_TTFT_TERMS,
     EngineEffects,
     PhysicalConstants,
+    TtftTerms,
 )
 from wattgpu.modeling.physical.simulate import calibrate
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, SOURCE_COLUMN, rows_measuring
@@ -139,18 +141,41 @@ def fit_engine_effects(rows: pd.DataFrame) -> EngineEffects:
     return EngineEffects(factors, per_year, reference)
 
 
-def fit_prior(train: pd.DataFrame) -> tuple[PhysicalConstants, dict[str, float], EngineEffects]:
-    """The analytical model's constants, engine floors and engine effects fitted on ``train``."""
+# What a TTFT fit may choose from: a fixed cost of 1 ms to 1 s, a scale of 1/3 to 30.
+TTFT_OVERHEAD_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1.0, 61)])
+TTFT_SCALE_GRID = np.geomspace(1.0 / 3.0, 30.0, 91)
+
+
+def fit_ttft_terms(rows: pd.DataFrame) -> TtftTerms:
+    """A request's fixed cost and the prefill's scale that best explain the measured TTFTs.
+
+    The pair on the grids with the least median absolute log error of ``overhead + scale x
+    prior``; too few rows with a TTFT: none. ``rows`` need the prior columns without the terms.
+    """
+    measured = rows_measuring(MEASURED_COLUMN["ttft"], rows)
+    if len(measured) < MIN_FIT_ROWS:
+        return NO_TTFT_TERMS
+    prior = measured["prior_ttft_s"].to_numpy(float)[:, None, None]
+    true = measured[MEASURED_COLUMN["ttft"]].to_numpy(float)[:, None, None]
+    guess = TTFT_OVERHEAD_GRID[None, :, None] + TTFT_SCALE_GRID[None, None, :] * prior
+    errors = np.nanmedian(np.abs(np.log(guess / true)), axis=0)
+    best = np.unravel_index(int(np.nanargmin(errors)), errors.shape)
+    return TtftTerms(float(TTFT_OVERHEAD_GRID[best[0]]), float(TTFT_SCALE_GRID[best[1]]))
+
+
+def fit_prior(
+    train: pd.DataFrame,
+) -> tuple[PhysicalConstants, dict[str, float], EngineEffects, TtftTerms]:
+    """The analytical model's constants, engine floors, engine effects and TTFT terms."""
     constants = fit_constants(train)
     floors = fit_engine_floors(with_prior(train, constants, floors={}, effects=NO_ENGINE_EFFECTS))
-    effects = fit_engine_effects(with_prior(train, constants, floors, NO_ENGINE_EFFECTS))
-    return constants, floors, effects
+    bare = with_prior(train, constants, floors, NO_ENGINE_EFFECTS, NO_TTFT_TERMS)
+    effects = fit_engine_effects(bare)
+    ttft = fit_ttft_terms(with_prior(train, constants, floors, effects, NO_TTFT_TERMS))
+    return constants, floors, effects, ttft
 
 
 def refit_prior(train: pd.DataFrame, test: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both sides of a fold with the prior columns of constants and floors fitted on ``train``."""
-    constants, floors, effects = fit_prior(train)
-    return (
-        with_prior(train, constants, floors, effects),
-        with_prior(test, constants, floors, effects),
-    )
+    fitted = fit_prior(train)
+    return with_prior(train, *fitted), with_prior(test, *fitted)
