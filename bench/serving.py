@@ -394,6 +394,9 @@ def main() -> None:
             "MLFLOW_DISABLE_TELEMETRY": "true",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         }
+        if os.environ.get("PYTHONPATH"):  # the command line runs in ``root``: absolute paths
+            parts = os.environ["PYTHONPATH"].split(os.pathsep)
+            env["PYTHONPATH"] = os.pathsep.join(str(Path(part).resolve()) for part in parts)
         mlflow.set_tracking_uri(tracking_uri)
         model_uri = f"models:/wattgpu-{args.target}@{args.alias}"
         trivial = root / "trivial"

@@ -22,10 +22,38 @@ def unique_codes(values: Any) -> tuple[np.ndarray, list[Any]]:
     """
     array = np.asarray(values, dtype=object)
     if len(array) > SMALL:
-        codes, uniques = pd.factorize(array, use_na_sentinel=False)
-        return codes, list(uniques)
+        # pandas' own keeping of blanks (``use_na_sentinel=False``) first runs ``isna`` over the
+        # whole object array, a third of the cost: blanks are coded -1 here and put in place
+        codes, found = pd.factorize(array)
+        uniques = list(found)
+        blank = codes < 0
+        if blank.any():
+            at = int(codes[: int(blank.argmax())].max(initial=-1)) + 1  # first seen here
+            codes = np.where(blank, at, codes + (codes >= at))
+            uniques.insert(at, np.nan)
+        return codes, uniques
     index: dict[Any, int] = {}
     codes = np.empty(len(array), dtype=np.intp)
     for i, value in enumerate(array.tolist()):
         codes[i] = index.setdefault(value, len(index))
     return codes, list(index)
+
+
+def pair_codes(first: Any, second: Any) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """``unique_codes`` of the rows' (first, second) pairs: codes, and the distinct pairs.
+
+    Each column is coded on its own and the two codes combined as integers: pandas' MultiIndex,
+    the obvious way, costs ~0.5 ms a call and ~4 ms per 10,000 rows.
+    """
+    first_codes, first_values = unique_codes(first)
+    second_codes, second_values = unique_codes(second)
+    combined = first_codes * len(second_values) + second_codes
+    codes, found = unique_codes(combined) if len(combined) <= SMALL else _int_codes(combined)
+    width = max(len(second_values), 1)
+    pairs = [(first_values[c // width], second_values[c % width]) for c in found]
+    return codes, pairs
+
+
+def _int_codes(values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    codes, uniques = pd.factorize(values)
+    return codes, uniques.tolist()

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import pair_codes
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.errors import DataError
 
@@ -69,8 +70,7 @@ class EngineReleases:
 
     def years_of(self, engines: np.ndarray, versions: np.ndarray) -> np.ndarray:
         """``release_year`` of each (engine, version) pair, NaN where unknown."""
-        pairs = pd.MultiIndex.from_arrays([engines.astype(object), versions.astype(object)])
-        codes, uniques = pd.factorize(pairs)
+        codes, uniques = pair_codes(engines, versions)
         looked_up = np.array([self.release_year(e, v) for e, v in uniques], dtype=float)
         return looked_up[codes] if len(uniques) else np.full(len(engines), np.nan)
 

@@ -27,7 +27,9 @@ from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
 import wattgpu
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.engines import ENGINES_FILE
 from wattgpu.errors import WattgpuError
 from wattgpu.lifecycle.serving import log_to_stderr
 from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
@@ -236,7 +238,16 @@ def served_requirements() -> list[str]:
 
 
 def _package_code(folder: Path) -> Path:
-    """A copy of the ``wattgpu`` package for ``code_paths``: its code, not the data it ships."""
+    """A copy of the ``wattgpu`` package for ``code_paths``: its code and the engine table.
+
+    The features read the engine table (``data.engines.releases``) from the package's shipped
+    data, which the copy would otherwise lack: a model served where the repository is not (plain
+    `mlflow models serve` imports the copy) found no ``engines.csv``. The copy carries it where
+    an installed wheel has it, ``wattgpu/shipped_data/``; the catalogues travel as artifacts.
+    """
     package = Path(wattgpu.__file__).parent
     ignore = shutil.ignore_patterns("shipped_*", "__pycache__")
-    return Path(shutil.copytree(package, folder / "wattgpu", ignore=ignore))
+    copy = Path(shutil.copytree(package, folder / "wattgpu", ignore=ignore))
+    (copy / "shipped_data").mkdir()
+    shutil.copyfile(SHIPPED_DATA_DIR / ENGINES_FILE, copy / "shipped_data" / ENGINES_FILE)
+    return copy

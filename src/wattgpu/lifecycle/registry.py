@@ -10,6 +10,7 @@ re-exported here, so ``registry`` is the one door to the registry.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import warnings
 from typing import Any
 
@@ -19,7 +20,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from wattgpu.errors import ConfigError, ModelNotFound
-from wattgpu.lifecycle import promotion_lock, tracking
+from wattgpu.lifecycle import alias_cache, promotion_lock, tracking
 from wattgpu.lifecycle.gate import (
     GATE_DATA_TAG,
     GATE_ROWS_TAG,
@@ -255,23 +256,49 @@ def model_uri(target: str, alias: str) -> str:
 
 def _aliased_version(target: str, alias: str) -> Any:
     """The version holding ``alias``, or ``ModelNotFound`` saying how to make one."""
-    name = model_name(target)
-    found = alias_version(MlflowClient(), name, alias)
+    found = alias_version(MlflowClient(), model_name(target), alias)
     if found is None:
-        raise ModelNotFound(
-            f"{name} has no version with alias {alias!r} in {tracking.store_name()}; run "
-            f"`wattgpu main`, or register one (`wattgpu register --target {target}`) and "
-            f"promote it (`wattgpu promote --target {target} --version N --to {alias}`)"
-        )
+        raise _no_alias(target, alias)
     return found
+
+
+def _no_alias(target: str, alias: str) -> ModelNotFound:
+    return ModelNotFound(
+        f"{model_name(target)} has no version with alias {alias!r} in {tracking.store_name()}; "
+        f"run `wattgpu main`, or register one (`wattgpu register --target {target}`) and "
+        f"promote it (`wattgpu promote --target {target} --version N --to {alias}`)"
+    )
 
 
 def load(target: str, alias: str, check_requirements: bool = True) -> Any:
     """Load the pyfunc model holding ``alias``.
 
     The alias is resolved once, here, and the version it names is loaded (not the alias again).
+    For an SQLite store that has not changed since the last load, the version's folder comes
+    from ``alias_cache`` without opening MLflow's store (0.7 s of a command's start).
     ``check_requirements=False`` skips MLflow's comparison of the model's pinned packages with
     the installed ones (about 0.1 s a model): for commands that hide MLflow's warnings anyway.
     """
-    uri = f"models:/{model_name(target)}/{_aliased_version(target, alias).version}"
+    name, tracking_uri = model_name(target), mlflow.get_tracking_uri()
+    kept = alias_cache.lookup(tracking_uri, name, alias)
+    if kept is not None:  # the store has not changed since MLflow last answered
+        if kept[0] is None:
+            raise _no_alias(target, alias)
+        return mlflow.pyfunc.load_model(kept[1], suppress_warnings=not check_requirements)
+    before = alias_cache.stamp_now(tracking_uri)
+    try:
+        version = int(_aliased_version(target, alias).version)
+    except ModelNotFound:
+        alias_cache.remember(tracking_uri, name, alias, (None, ""), before)
+        raise
+    location = MlflowClient().get_model_version_download_uri(name, str(version))
+    alias_cache.remember(tracking_uri, name, alias, (version, _local_folder(location)), before)
+    uri = f"models:/{name}/{version}"
     return mlflow.pyfunc.load_model(uri, suppress_warnings=not check_requirements)
+
+
+def _local_folder(location: str) -> str:
+    """A version's files as a local folder path ('' when they are not on this machine)."""
+    if location.startswith("file://"):
+        location = location.removeprefix("file://")
+    return location if "://" not in location and os.path.isdir(location) else ""

@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 
 def mdape(true: np.ndarray, pred: np.ndarray) -> float:
@@ -24,6 +23,8 @@ def pearson_r(true: np.ndarray, pred: np.ndarray) -> float:
     pred = np.asarray(pred, dtype=float)
     if true.size < 3 or np.ptp(true) == 0 or np.ptp(pred) == 0:
         return float("nan")
+    from scipy import stats  # here, not at import: 0.4 s that `wattgpu predict` never needs
+
     return float(stats.pearsonr(true, pred).statistic)
 
 
@@ -123,6 +124,8 @@ def ranking_tau(frame: pd.DataFrame, item: str, groups: list[str], true: str, pr
         .mean()
         .reset_index()
     )
+    from scipy import stats
+
     taus = []
     for _, group in means.groupby(groups, observed=True, dropna=False):
         if len(group) < 2 or group[true].nunique() < 2:

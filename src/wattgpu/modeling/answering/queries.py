@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import unique_codes
+from wattgpu.arrays import pair_codes, unique_codes
 from wattgpu.data.catalog import (
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
@@ -309,8 +309,7 @@ def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
     """A stated engine version must be one ``data/engines.csv`` dates (else: say which are)."""
     table = releases()
     named = np.where(pd.isna(engine), DEFAULT_ENGINE, engine).astype(object)
-    pairs = pd.MultiIndex.from_arrays([named, version.astype(object)])
-    codes, uniques = pd.factorize(pairs)
+    codes, uniques = pair_codes(named, version)
     for code, (name, given) in enumerate(uniques):
         if pd.isna(given) or np.isfinite(table.release_year(name, given)):
             continue

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
 from wattgpu.errors import ConfigError
 
@@ -148,6 +147,8 @@ def split_indices(
             raise ConfigError(
                 f"{split} needs at least 2 distinct groups; got {len(np.unique(groups))}"
             )
+        from sklearn.model_selection import LeaveOneGroupOut
+
         yield from LeaveOneGroupOut().split(frame, groups=groups)
 
 
@@ -157,6 +158,9 @@ def _grouped_k_fold(
     n_groups = len(np.unique(groups))
     if n_groups < 2:
         raise ConfigError(f"{split} needs at least 2 {what}; got {n_groups}")
+    # imported here: scikit-learn (and the SciPy it loads) costs 0.6 s that asking never needs
+    from sklearn.model_selection import GroupKFold
+
     kfold = GroupKFold(n_splits=min(k, n_groups), shuffle=True, random_state=seed)
     yield from kfold.split(frame, groups=groups)
 

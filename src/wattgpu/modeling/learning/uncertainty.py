@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor
-from joblib import Parallel, delayed
-from sklearn.model_selection import GroupKFold
 
 from wattgpu.modeling.learning.models import Pools, fits_side_by_side, pool
 from wattgpu.modeling.learning.recipe import Recipe
@@ -135,6 +133,8 @@ def _cross_fitted_difficulty(
         model = fit_difficulty(recipe, frame, residuals, seed)
         return difficulty(model, target, frame, without)
     out = np.full(len(frame), np.nan)
+    from sklearn.model_selection import GroupKFold  # fitting only: the served model needs none
+
     folds = GroupKFold(
         n_splits=min(recipe.interval_folds, n_groups), shuffle=True, random_state=seed
     )
@@ -238,6 +238,8 @@ def held_out_intervals(
     jobs = max(1, min(len(held_out), os.cpu_count() or 1))
     # Threads: CatBoost releases the GIL while it fits (see evaluation.FOLD_BACKEND).
     with fits_side_by_side():
+        from joblib import Parallel, delayed
+
         answers = Parallel(n_jobs=jobs, backend="threading")(delayed(bounds)(h) for h in held_out)
     for held, (low, high) in zip(held_out, answers, strict=True):
         lower[held], upper[held] = low, high
