@@ -60,3 +60,18 @@ def test_offline_ttft_prior_is_the_own_prefill_plus_a_step(small_catalog):
     terms = DEFAULT_TTFT_TERMS
     assert row["prior_ttft_s"] == pytest.approx(terms.overhead_s + terms.prefill_scale * analytical)
     assert (terms.overhead_s, terms.prefill_scale) == (0.08913, 7.398)
+
+
+def test_power_is_capped_at_the_gpus_power_limit():
+    import numpy as np
+
+    from wattgpu.modeling.physical.targets import decode
+
+    frame = pd.DataFrame({"prior_power_cpu_w": [500.0, 500.0], "gpu_tdp_w": [700.0, 400.0]})
+    # exp(0.2) x 500 W = 610.7 W: under the H100's 700 W, over a 400 W limit
+    assert decode("power", frame, np.array([0.2, 0.2])).tolist() == pytest.approx(
+        [500.0 * np.exp(0.2), 400.0]
+    )
+    # latency is never capped
+    itl = pd.DataFrame({"prior_itl_s": [0.01], "gpu_tdp_w": [1.0]})
+    assert decode("itl", itl, np.array([1.0]))[0] == pytest.approx(0.01 * np.e)

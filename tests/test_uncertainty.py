@@ -95,9 +95,13 @@ def test_interval_is_the_prediction_times_the_factors_at_the_rows_difficulty(sma
     model = fit_difficulty(FAST, rows, np.full(len(rows), 0.1))
     assert model == pytest.approx(0.1)  # alike residuals: one difficulty, no trees to fit
     bounds = IntervalModel("power", WITHOUT, model, q_low=-2.0, q_high=3.0)
+    lower, upper = interval(bounds, rows, np.full(len(rows), 50.0))
+    assert lower == pytest.approx(np.full(len(rows), 50.0 * np.exp(-0.2)), rel=1e-3)
+    assert upper == pytest.approx(np.full(len(rows), 50.0 * np.exp(0.3)), rel=1e-3)
+    # 100 W: the L4's interval ends at its 72 W power limit, the H100's (700 W) does not
     lower, upper = interval(bounds, rows, np.full(len(rows), 100.0))
-    assert lower == pytest.approx(np.full(len(rows), 100.0 * np.exp(-0.2)), rel=1e-3)
-    assert upper == pytest.approx(np.full(len(rows), 100.0 * np.exp(0.3)), rel=1e-3)
+    l4 = (rows["gpu"] == "NVIDIA L4").to_numpy()
+    assert upper[l4] == pytest.approx(72.0) and upper[~l4] == pytest.approx(100.0 * np.exp(0.3))
 
 
 def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog):
@@ -106,10 +110,11 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
     true = np.linspace(100.0, 200.0, len(rows))
     pred = true * np.linspace(0.8, 1.3, len(rows))
     oof = pd.DataFrame({"true": true, "pred": pred, "scenario": "offline"})
-    lower, upper = held_out_intervals(FAST, rows, oof, groups)
+    itl = recipe_of("itl", "fast")  # latencies: no power limit caps the bounds
+    lower, upper = held_out_intervals(itl, rows, oof, groups)
     # group a's measurements made ten times worse: a's interval stays, the others' widen
     worse = oof.assign(true=np.where(groups == "a", true * 10.0, true))
-    lower2, upper2 = held_out_intervals(FAST, rows, worse, groups)
+    lower2, upper2 = held_out_intervals(itl, rows, worse, groups)
     a = groups == "a"
     assert lower2[a] == pytest.approx(lower[a]) and upper2[a] == pytest.approx(upper[a])
     assert (upper2[~a] - lower2[~a] > upper[~a] - lower[~a]).all()

@@ -26,6 +26,7 @@ from catboost import CatBoostRegressor
 
 from wattgpu.modeling.learning.models import Pools, fits_side_by_side, pool
 from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.physical.targets import capped
 
 COVERAGE = 0.9
 # |log residual| floor: keeps log(|r|) finite and the smallest intervals away from zero width.
@@ -204,7 +205,8 @@ def interval(
     d = difficulty(model.difficulty, model.target, frame, model.without, pools)
     pred = np.asarray(pred, float)
     q_low, q_high = model.factors(np.asarray(frame["scenario"]))
-    return pred * np.exp(q_low * d), pred * np.exp(q_high * d)
+    upper = capped(model.target, frame, pred * np.exp(q_high * d))
+    return np.minimum(pred * np.exp(q_low * d), upper), upper
 
 
 def held_out_intervals(

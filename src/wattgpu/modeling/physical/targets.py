@@ -14,6 +14,7 @@ choice is worth on real data: ``bench/ablation.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,10 +56,23 @@ def encode(target: str, frame: pd.DataFrame) -> pd.Series:
 def decode(
     target: str, frame: pd.DataFrame | Mapping[str, np.ndarray], raw: np.ndarray
 ) -> np.ndarray:
-    """Model output -> physical value in SI units (W, or s per token), for rows or columns."""
+    """Model output -> physical value in SI units (W, or s per token), for rows or columns.
+
+    A GPU's mean power never exceeds its power limit: power is capped at ``gpu_tdp_w``.
+    """
     raw = np.asarray(raw, dtype=float)
     _, prior = PRIOR_COLUMN[check_target(target)]
-    return np.exp(raw) * np.asarray(frame[prior], dtype=float)
+    value = np.exp(raw) * np.asarray(frame[prior], dtype=float)
+    return capped(target, frame, value)
+
+
+def capped(target: str, frame: pd.DataFrame | Mapping[str, np.ndarray], value: Any) -> np.ndarray:
+    """``value`` of ``target``, power capped at each row's power limit (``gpu_tdp_w``)."""
+    value = np.asarray(value, dtype=float)
+    if target != "power" or "gpu_tdp_w" not in frame:
+        return value
+    limit = np.asarray(frame["gpu_tdp_w"], dtype=float)
+    return np.where(np.isfinite(limit), np.minimum(value, limit), value)
 
 
 def rows_with_target(target: str, frame: pd.DataFrame) -> pd.DataFrame:
