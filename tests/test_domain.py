@@ -19,9 +19,8 @@ def test_queries_inside_the_domain_get_no_warning_and_outside_get_one_each(small
     unnamed = build_features(query(), small_catalog)  # no year: today's vLLM (0.19, of 2026)
     other_engine = build_features(query(engine="tgi", engine_year=2023.0), small_catalog)
     assert domain_warnings(inside, domain) == [""]
-    assert domain_warnings(unnamed, domain) == [
-        "engine year 2026 outside the trained years (2023-2024)"
-    ]
+    # a release year outside the trained ones is no warning: it acts only through a bounded trend
+    assert domain_warnings(unnamed, domain) == [""]
     assert domain_warnings(other_engine, domain) == ["engine 'tgi' not seen in training (vllm)"]
 
 
@@ -95,11 +94,10 @@ def test_a_batch_gets_each_rows_own_warnings_in_order(small_catalog):
         ),
         small_catalog,
     )
-    year = "engine year 2023 outside the trained years (2026-2026)"
     assert domain_warnings(rows, domain) == [
-        year,
-        f"concurrency 64 beyond the trained range (max 16); {year}",
-        year,
-        f"concurrency 100 beyond the trained range (max 16); {year}",
-        f"concurrency 64 beyond the trained range (max 16); {year}",
+        "",
+        "concurrency 64 beyond the trained range (max 16)",
+        "",
+        "concurrency 100 beyond the trained range (max 16)",
+        "concurrency 64 beyond the trained range (max 16)",
     ]

@@ -272,15 +272,13 @@ def _flag_load(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]
 
 
 def _flag_engines(notes: Notes, features: Mapping[str, Any], domain: dict[str, Any]) -> None:
-    """Flag an engine or engine year not seen in training."""
-    low, high = domain.get("engine_year", [np.nan, np.nan])
-    if np.isfinite(low) and np.isfinite(high):
-        years = np.asarray(features["engine_year"], dtype=float)
-        notes.flag(
-            (years < low) | (years > high),
-            lambda year: f"engine year {year:g} outside the trained years ({low:g}-{high:g})",
-            years,
-        )
+    """Flag an engine not seen in training.
+
+    A release year outside the trained ones is not flagged: the year acts only through a trend
+    bounded to 15 % a year (``physics.MAX_YEAR_EFFECT``), never through the trees, so nothing
+    is extrapolated beyond that bound (and today's release, the default, would flag every query
+    of a model trained on last year's engines).
+    """
     engines = set(domain.get("engines", []))
     if engines:
         engine = _distinct(features["engine"], str)
