@@ -15,6 +15,7 @@ leave-one-LLM-out).
 from __future__ import annotations
 
 import argparse
+import shlex
 import datetime as dt
 import sys
 import time
@@ -230,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", help="only the variants of these names")
     add_data_arguments(parser)
     args = parser.parse_args(argv)
-    command = " ".join(["python bench/ablation.py", *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(["python", "bench/ablation.py", *(argv or sys.argv[1:])])
     print("# Ablation on real measurements\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
