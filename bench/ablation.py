@@ -15,8 +15,8 @@ leave-one-LLM-out).
 from __future__ import annotations
 
 import argparse
-import shlex
 import datetime as dt
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
