@@ -35,6 +35,7 @@ def test_default_trial_is_a_point_of_the_search_space():
         "learning_rate": 0.1,
         "l2_leaf_reg": 3.0,
         "random_strength": 1.0,
+        "correction_weight": 1.0,  # the whole learnt correction (novelty shrinks it far away)
     }
     for name in ("full", "fast"):
         for target in ("power", "itl", "ttft"):

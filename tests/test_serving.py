@@ -268,8 +268,13 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
     base = ["predict", "--gpu", "H100", "--model", "gpt2", "--scenario", "offline"]
     older = runner.invoke(cli, [*base, "--engine-year", "2024", "--format", "json"])
     assert older.exit_code == 0, older.output
-    # trained on generated rows, which stand for the default engine year only
-    assert "engine year 2024 outside the trained years" in json.loads(older.output)[0]["warnings"]
+    # a stated release year acts through a bounded trend only: an answer, and no warning for it
+    assert "engine year" not in json.loads(older.output)[0]["warnings"]
+    unknown = runner.invoke(cli, [*base, "--engine-version", "0.99"])
+    assert unknown.exit_code == 1 and unknown.output.startswith(
+        "Error: --engine-version must be a release of vllm that data/engines.csv dates (0.2, "
+    )
+    assert "Traceback" not in unknown.output
     ancient = runner.invoke(cli, [*base, "--engine-year", "1999"])
     assert ancient.exit_code == 1 and ancient.output.strip() == (
         "Error: --engine-year must be a whole number from 2000 to 2100; got 1999.0"

@@ -8,6 +8,7 @@ of both sides with the result.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -55,12 +56,30 @@ def calibration_mask(rows: pd.DataFrame) -> pd.Series:
 
 
 def fit_constants(rows: pd.DataFrame) -> PhysicalConstants:
-    """Constants fitted on ``rows``' calibration rows (``NEUTRAL_START`` if too few)."""
+    """Constants fitted on ``rows``' calibration rows (``NEUTRAL_START`` if too few).
+
+    Folds that hold out no calibration row fit the same rows: a fit is kept per distinct set of
+    calibration rows (by content), so a job's folds and trials fit each set once.
+    """
     mask = calibration_mask(rows)
     if int(mask.sum()) < MIN_FIT_ROWS:
         return NEUTRAL_START
-    constants, _ = calibrate(rows, mask, start=NEUTRAL_START)
-    return constants
+    part = rows[mask.to_numpy()]
+    key = _content_key(part)
+    if key not in _FITTED:
+        constants, _ = calibrate(part, start=NEUTRAL_START)
+        _FITTED[key] = constants
+    return _FITTED[key]
+
+
+# The constants fitted per set of calibration rows (``_content_key``); a few hundred bytes each.
+_FITTED: dict[bytes, PhysicalConstants] = {}
+
+
+def _content_key(rows: pd.DataFrame) -> bytes:
+    """A digest of the rows' values (not their index): equal for the same rows in any fold."""
+    hashed = pd.util.hash_pandas_object(rows.reset_index(drop=True), index=False)
+    return hashlib.sha256(np.sort(hashed.to_numpy()).tobytes()).digest()
 
 
 def fit_engine_floors(rows: pd.DataFrame) -> dict[str, float]:
@@ -141,26 +160,44 @@ def fit_engine_effects(rows: pd.DataFrame) -> EngineEffects:
     return EngineEffects(factors, per_year, reference)
 
 
-# What a TTFT fit may choose from: a fixed cost of 1 ms to 1 s, a scale of 1/3 to 30.
+# What a TTFT fit may choose from: a fixed cost of 1 ms to 1 s, a scale of 1/3 to 30 (a coarse
+# grid, then a fine one around its best point).
 TTFT_OVERHEAD_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1.0, 61)])
 TTFT_SCALE_GRID = np.geomspace(1.0 / 3.0, 30.0, 91)
+_COARSE = 6  # every 6th point of each grid first
 
 
 def fit_ttft_terms(rows: pd.DataFrame) -> TtftTerms:
     """A request's fixed cost and the prefill's scale that best explain the measured TTFTs.
 
     The pair on the grids with the least median absolute log error of ``overhead + scale x
-    prior``; too few rows with a TTFT: none. ``rows`` need the prior columns without the terms.
+    prior``, searched on every sixth point of each grid and then on every point within six of
+    the best; too few rows with a TTFT: none. ``rows`` need the prior columns without the terms.
     """
     measured = rows_measuring(MEASURED_COLUMN["ttft"], rows)
     if len(measured) < MIN_FIT_ROWS:
         return NO_TTFT_TERMS
-    prior = measured["prior_ttft_s"].to_numpy(float)[:, None, None]
-    true = measured[MEASURED_COLUMN["ttft"]].to_numpy(float)[:, None, None]
-    guess = TTFT_OVERHEAD_GRID[None, :, None] + TTFT_SCALE_GRID[None, None, :] * prior
-    errors = np.nanmedian(np.abs(np.log(guess / true)), axis=0)
-    best = np.unravel_index(int(np.nanargmin(errors)), errors.shape)
-    return TtftTerms(float(TTFT_OVERHEAD_GRID[best[0]]), float(TTFT_SCALE_GRID[best[1]]))
+    prior = measured["prior_ttft_s"].to_numpy(float)
+    true = measured[MEASURED_COLUMN["ttft"]].to_numpy(float)
+
+    def best(overheads: np.ndarray, scales: np.ndarray) -> tuple[int, int]:
+        guess = overheads[None, :, None] + scales[None, None, :] * prior[:, None, None]
+        errors = np.median(np.abs(np.log(guess / true[:, None, None])), axis=0)
+        return np.unravel_index(int(np.argmin(errors)), errors.shape)
+
+    o_coarse, s_coarse = (
+        np.arange(0, len(TTFT_OVERHEAD_GRID), _COARSE),
+        np.arange(0, len(TTFT_SCALE_GRID), _COARSE),
+    )
+    i, j = best(TTFT_OVERHEAD_GRID[o_coarse], TTFT_SCALE_GRID[s_coarse])
+    o_fine = np.arange(
+        max(0, o_coarse[i] - _COARSE), min(len(TTFT_OVERHEAD_GRID), o_coarse[i] + _COARSE + 1)
+    )
+    s_fine = np.arange(
+        max(0, s_coarse[j] - _COARSE), min(len(TTFT_SCALE_GRID), s_coarse[j] + _COARSE + 1)
+    )
+    i, j = best(TTFT_OVERHEAD_GRID[o_fine], TTFT_SCALE_GRID[s_fine])
+    return TtftTerms(float(TTFT_OVERHEAD_GRID[o_fine[i]]), float(TTFT_SCALE_GRID[s_fine[j]]))
 
 
 def fit_prior(
