@@ -3,7 +3,8 @@
 tests/fixtures/aiconfigurator/ holds, beside the repository's LICENSE (Apache-2.0), eight real
 lines of github.com/ai-dynamo/aiconfigurator@095f58a
 ``aic-core/src/aiconfigurator_core/systems/silicon_sample.csv`` (its rows 0, 420, 26, 309, 1405,
-661, 637 and 628, byte for byte) and some of the ``model_configs/*_config.json`` it ships.
+661, 637 and 628, byte for byte) and some of the ``model_configs/*_config.json`` it ships, cut
+down to the keys ``wattgpu.data.llm_configs`` reads (the raw files stay in ../shared).
 Every expected number below is worked out by hand from those lines.
 """
 
