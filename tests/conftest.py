@@ -21,25 +21,6 @@ REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
 
 
-# The files whose tests take longest (a minute or more each, mostly waiting on servers, leases
-# and the full main job): collected first, so that the workers start them at once and finish
-# together instead of one worker ending the run alone with the full main job.
-LONGEST_FIRST = (
-    "test_main_job.py",
-    "test_postgres_workers.py",
-    "test_promotion_fencing.py",
-    "test_served_virtualenv.py",
-    "test_end_to_end.py",
-    "test_concurrent_main.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the files of ``LONGEST_FIRST`` first, in that order (a stable sort: same otherwise)."""
-    rank = {name: number for number, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 # Tests train with the fast recipe (few iterations, grouped folds): the same code as the full
 # one, at a fraction of its cost. tests/test_main_job.py runs the full recipe, as a user does.
 TEST_RECIPE = "fast"
