@@ -76,8 +76,7 @@ class Familiarity:
 
     def distance(self, rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
         """Each row's distance from the training rows: decades outside, plus unseen engines."""
-        n = len(next(iter(rows.values()))) if isinstance(rows, Mapping) else len(rows)
-        total = np.zeros(n)
+        total = np.zeros(_count(rows))
         for column, (low, high) in self.ranges.items():
             values = _log10(rows, column)
             outside = np.maximum(np.maximum(low - values, values - high), 0.0)
@@ -90,8 +89,7 @@ class Familiarity:
     def weight(self, rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
         """The share of the learnt correction each row keeps, in (0, ``trust``]."""
         if not np.isfinite(self.scale):
-            n = len(next(iter(rows.values()))) if isinstance(rows, Mapping) else len(rows)
-            return np.full(n, self.trust)
+            return np.full(_count(rows), self.trust)
         return self.trust * np.exp(-self.distance(rows) / self.scale)
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,10 +113,14 @@ class Familiarity:
         )
 
 
+def _count(rows: pd.DataFrame | Mapping[str, Any]) -> int:
+    """The number of rows of a frame or of columns."""
+    return len(rows) if isinstance(rows, pd.DataFrame) else len(next(iter(rows.values())))
+
+
 def _log10(rows: pd.DataFrame | Mapping[str, Any], column: str) -> np.ndarray:
     if column not in rows:
-        n = len(next(iter(rows.values()))) if isinstance(rows, Mapping) else len(rows)
-        return np.full(n, np.nan)
+        return np.full(_count(rows), np.nan)
     values = np.asarray(pd.to_numeric(np.asarray(rows[column]), errors="coerce"), dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(values > 0, np.log10(values), np.nan)
