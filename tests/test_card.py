@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
-from wattgpu.modeling.learning.uncertainty import IntervalModel
+from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
+from wattgpu.modeling.learning.unseen import UNSEEN_GPU, UNSEEN_SETUP, Seen
 
 DOMAIN = {"llm_params_b": [0.5, 70.0], "engines": ["vllm"], "moe_seen": False}
 
@@ -24,14 +25,35 @@ def test_a_packaged_card_survives_json():
         wattgpu_version="1.0",
         members=(("gpu_tdp_w",), ()),
         query_fields=("gpu", "model"),
+        interval_held_out={"LOGO": {"all": {"interval_coverage": 0.9, "interval_width": 0.4}}},
+        interval_not_validated=("server itl intervals not validated on an unseen set-up",),
         interval=IntervalSpec.of(
-            IntervalModel("itl", ("gpu_tdp_w",), 1.0, -0.5, 0.25, by_scenario={"server": (-1, 1)})
+            IntervalModel(
+                "itl",
+                ("gpu_tdp_w",),
+                1.0,
+                {
+                    UNSEEN_GPU: Calibration(-0.5, 0.25, {"server": (-1.0, 1.0)}, residuals=40),
+                    UNSEEN_SETUP: Calibration(-2.0, 2.0, not_validated=("server",), residuals=9),
+                },
+                Seen(("NVIDIA L4",), ("arch",), ("vllm 2024",), ("NVIDIA L4|vllm 2024",)),
+            )
         ),
     )
     assert ModelCard.from_json(card.to_json()) == card
-    assert card.interval == IntervalSpec(("gpu_tdp_w",), -0.5, 0.25, 0.9, 1.0, {"server": (-1, 1)})
-    low, high = card.interval.model("itl", 1.0).factors(np.array(["server"]))
-    assert (low.tolist(), high.tolist()) == ([-1.0], [1.0])
+    served = card.interval.model("itl", 1.0)
+    assert served.calibrations[UNSEEN_GPU].by_scenario == {"server": (-1.0, 1.0)}
+    assert served.seen.setups == ("vllm 2024",)
+    rows = {"gpu": np.array(["NVIDIA A10"]), "scenario": np.array(["server"])}
+    rows |= {"model": np.array(["x"]), "engine": np.array(["vllm"]), "engine_year": [2024.0]}
+    low, high, novelty, kind, validated = served.factors(rows)
+    # an unseen GPU under a set-up the rows ran: its scenario's own factors
+    assert (low.tolist(), high.tolist(), novelty.tolist()) == (
+        [-1.0],
+        [1.0],
+        ["unseen GPU + unseen LLM"],
+    )
+    assert kind.tolist() == ["unseen GPU"] and validated.tolist() == [True]
 
 
 def test_the_training_card_omits_the_packaging_and_keeps_the_old_keys():
@@ -59,5 +81,8 @@ def test_an_interval_written_before_the_scenario_factors_gives_every_scenario_th
         "interval": {"without": ["gpu_tdp_w"], "q_low": -0.5, "q_high": 0.25, "coverage": 0.9},
     }
     spec = ModelCard.from_json(json.dumps(old)).interval
-    low, high = spec.model("power", 1.0).factors(np.array(["offline", "server"]))
+    rows = {"gpu": np.array(["NVIDIA L4"] * 2), "scenario": np.array(["offline", "server"])}
+    low, high, novelty, _, validated = spec.model("power", 1.0).factors(rows)
     assert low.tolist() == [-0.5, -0.5] and high.tolist() == [0.25, 0.25]
+    # an interval from before the kinds of novelty: every row is an unseen GPU, as then
+    assert novelty.tolist() == ["unseen GPU"] * 2 and validated.all()

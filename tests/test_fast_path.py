@@ -22,7 +22,8 @@ from wattgpu.modeling.answering.inference import predict_queries
 from wattgpu.modeling.answering.queries import check_queries
 from wattgpu.modeling.learning.models import Regressor
 from wattgpu.modeling.learning.novelty import Familiarity
-from wattgpu.modeling.learning.uncertainty import IntervalModel
+from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
+from wattgpu.modeling.learning.unseen import UNSEEN_GPU
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.physical.simulate import simulate
 
@@ -103,7 +104,7 @@ def test_answers_are_unchanged_where_the_configuration_runs(queries, catalog, ta
     model, card = load_model(target)
     # the frozen answers predate per-row intervals (a constant ratio per scenario then): compare
     # the predictions, and check the interval against a constant difficulty of 1 by hand
-    bounds = IntervalModel(target, (), 1.0, q_low=-0.5, q_high=0.25)
+    bounds = IntervalModel(target, (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
     new = predict_queries(card, model, bounds, catalog, queries)
     assert new["gpu"].tolist() == old["gpu"].tolist()
     runs = new["prediction"].notna().to_numpy()

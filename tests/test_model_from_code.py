@@ -22,7 +22,8 @@ from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import training_domain
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.recipe import recipe_of
-from wattgpu.modeling.learning.uncertainty import IntervalModel
+from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
+from wattgpu.modeling.learning.unseen import UNSEEN_GPU
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.simulate import simulate
 from wattgpu.modeling.physical.targets import rows_with_target
@@ -58,7 +59,9 @@ def test_the_served_model_is_logged_from_code_and_loads_without_unpickling(
     rows = rows_with_target("power", build_features(simulate(catalog, seed=1).head(400), catalog))
     recipe = recipe_of("power", "fast")
     model = models.fit(recipe, rows, {"iterations": 10})
-    bounds = IntervalModel("power", recipe.difficulty_without(), 0.1, q_low=-0.2, q_high=0.2)
+    bounds = IntervalModel(
+        "power", recipe.difficulty_without(), 0.1, {UNSEEN_GPU: Calibration(-0.2, 0.2)}
+    )
     card = ModelCard("power", training_domain(rows))
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     records = Records()

@@ -287,7 +287,7 @@ def evaluate(
         run_id = registry.version_run_id(target, version)
     run_id = run_id or tracking.latest_parent_run(target)
     if intervals:
-        table = tracking.load_frame(run_id, tracking.INTERVALS_BY_GPU_CSV)
+        table = tracking.load_frame(run_id, tracking.INTERVAL_CELLS_CSV)
         as_table = intervals_markdown
     else:
         table, as_table = tracking.load_evaluation(run_id), to_markdown

@@ -34,6 +34,7 @@ TABLE_COLUMNS = {
     "energy_kwh_per_day": "kWh/day",
     "itl_ms": "ITL ms",
     "itl_upper_ms": "ITL upper ms",
+    "itl_novelty": "ITL interval for",
     "meets_slo": "meets SLO",
     "meets_slo_upper": "at upper",
     "ttft_ms": "TTFT ms",
@@ -63,7 +64,7 @@ def format_table(table: pd.DataFrame) -> str:
     cells = [[TABLE_COLUMNS[c] for c in columns]]
     cells += [[_cell(row[c]) for c in columns] for _, row in table.iterrows()]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    text = [c != "gpu" and c != "reason" for c in columns]
+    text = [c not in ("gpu", "reason", "itl_novelty") for c in columns]
     lines = [
         "  ".join(
             cell.rjust(width) if right else cell.ljust(width)

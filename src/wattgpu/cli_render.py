@@ -62,6 +62,7 @@ def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDT
     reasons = {t: _reasons(t, warnings) for t, a in answers.items() if _missing(a[0])}
     lines = _pack(query_parts(row), width)
     lines += _target_lines(answers, reasons, width)
+    lines += _novelty_lines(row, [t for t in targets if t not in reasons], width)
     shown = {text for texts in reasons.values() for text in texts}
     listed = {text: owners for text, owners in warnings.items() if text not in shown}
     if listed:
@@ -69,6 +70,23 @@ def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDT
         for text, owners in listed.items():
             lines += _wrap(f"{', '.join(owners)}: {text}", width, "  ", "    ")
     return "\n".join(lines)
+
+
+def _novelty_lines(row: dict[str, Any], targets: list[str], width: int) -> list[str]:
+    """What each interval is calibrated for: ``intervals: power, itl: unseen GPU``.
+
+    The kind of novelty of the query for each model (``modeling.learning.unseen``), targets
+    that share one named together; nothing for a model logged before the kinds.
+    """
+    by_kind: dict[str, list[str]] = {}
+    for target in targets:
+        kind = row.get("novelty" if "target" in row else f"{target}_novelty")
+        if not _missing(kind) and kind:
+            by_kind.setdefault(str(kind), []).append(target)
+    if not by_kind:
+        return []
+    parts = [f"{', '.join(owners)}: {kind}" for kind, owners in by_kind.items()]
+    return _wrap("intervals for " + " · ".join(parts), width, "", "  ")
 
 
 def _reasons(target: str, warnings: dict[str, list[str]]) -> list[str]:

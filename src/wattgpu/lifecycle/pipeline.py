@@ -11,6 +11,7 @@ the MLproject entry points call these functions; they hold no logic of their own
 
 from __future__ import annotations
 
+import math
 import platform
 import tempfile
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -43,17 +45,19 @@ from wattgpu.modeling.learning.baselines import NEAREST_METHOD
 from wattgpu.modeling.learning.evaluation import (
     MODEL_ON_NEAREST_ROWS,
     PRIOR_METHOD,
+    TABLE_FOLDS,
     evaluate,
     to_markdown,
 )
+from wattgpu.modeling.learning.interval_check import IntervalCheck, check_intervals, fold_numbers
 from wattgpu.modeling.learning.recipe import Recipe, recipe_of
-from wattgpu.modeling.learning.splits import SPLITS
+from wattgpu.modeling.learning.splits import SPLITS, split_indices
 from wattgpu.modeling.learning.uncertainty import (
     COVERAGE,
+    IntervalModel,
     fit_interval,
-    held_out_intervals,
-    interval_figures,
-    interval_figures_by_gpu,
+    kind_residuals,
+    not_validated_notes,
 )
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.physical.prior import refit_prior
@@ -117,15 +121,14 @@ class Assessment:
     Attributes:
         table: the evaluation table (``evaluation.TABLE_COLUMNS``) of every split and scenario.
         oof: the out-of-fold predictions per split.
-        held_out: interval coverage and width on held-out GPUs (``interval_figures``).
-        held_out_by_gpu: the same per held-out GPU and scenario (``interval_figures_by_gpu``).
+        intervals: the intervals' coverage and width on every split's held-out groups, bounded
+            as the served model bounds such rows (``interval_check.check_intervals``).
 
     """
 
     table: pd.DataFrame
     oof: dict[str, pd.DataFrame]
-    held_out: dict[str, float]
-    held_out_by_gpu: pd.DataFrame
+    intervals: IntervalCheck
 
 
 def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData:
@@ -548,15 +551,13 @@ def assess(
         prepare=refit_prior,
     )
     bar.close()
-    logo = oof["LOGO"]
-    lower, upper = held_out_intervals(recipe, rows, logo, rows["gpu"].to_numpy(), seed=seed)
-    held_out = interval_figures(logo["true"], logo["pred"], lower, upper)
-    return Assessment(
-        table,
-        oof,
-        {f"{k}_held_out_gpu": v for k, v in held_out.items()},
-        interval_figures_by_gpu(logo, lower, upper),
-    )
+    folds = {
+        split: fold_numbers(
+            len(rows), list(split_indices(rows, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
+        )
+        for split in oof
+    }
+    return Assessment(table, oof, check_intervals(recipe, rows, oof, folds, seed=seed))
 
 
 def log_assessment(target: str, assessment: Assessment) -> None:
@@ -567,8 +568,8 @@ def log_assessment(target: str, assessment: Assessment) -> None:
     tracking.log_metrics(_metrics_from_table(table))
     for split, predictions in oof.items():
         tracking.log_frame(predictions, f"evaluation/oof_{split}.csv")
-    tracking.log_metrics(assessment.held_out)
-    tracking.log_frame(assessment.held_out_by_gpu, tracking.INTERVALS_BY_GPU_CSV)
+    tracking.log_metrics(interval_metrics(assessment.intervals))
+    tracking.log_frame(assessment.intervals.cells, tracking.INTERVAL_CELLS_CSV)
     _log_figure(
         plots.predicted_vs_measured(oof["LOGO"], target, "LOGO"),
         "plots/predicted_vs_measured_LOGO.png",
@@ -591,10 +592,8 @@ def package(
         plots.feature_importance(list(importance.index), importance.to_numpy()),
         "plots/feature_importance.png",
     )
-    bounds = fit_interval(
-        job.recipe, rows, assessment.oof["LOGO"], rows["gpu"].to_numpy(), seed=seed
-    )
-    card = model_card(job, rows, params, assessment)
+    bounds = fit_interval(job.recipe, rows, kind_residuals(assessment.oof), seed=seed)
+    card = model_card(job, rows, params, assessment, bounds)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
     tracking.set_tags({"wattgpu.model_uri": uri})
@@ -607,6 +606,7 @@ def model_card(
     rows: pd.DataFrame,
     params: dict[str, Any],
     assessment: Assessment,
+    bounds: IntervalModel,
 ) -> ModelCard:
     """What the served model carries about itself (``model_metadata.json`` and the pyfunc).
 
@@ -615,6 +615,7 @@ def model_card(
     """
     table = assessment.table
     logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
+    logo_intervals = assessment.intervals.by_split.get("LOGO", {}).get("all", {})
     return ModelCard(
         target=job.target,
         domain=training_domain(rows),
@@ -625,8 +626,10 @@ def model_card(
             zip(logo["scenario"], logo["mdape"].astype(float), strict=True)
         ),
         interval_coverage_nominal=COVERAGE,
-        interval_coverage_held_out_gpu=assessment.held_out["interval_coverage_held_out_gpu"],
-        interval_width_held_out_gpu=assessment.held_out["interval_width_held_out_gpu"],
+        interval_coverage_held_out_gpu=logo_intervals.get("interval_coverage", math.nan),
+        interval_width_held_out_gpu=logo_intervals.get("interval_width", math.nan),
+        interval_held_out=assessment.intervals.by_split,
+        interval_not_validated=tuple(not_validated_notes(bounds)),
         wattgpu_version=__version__,
     )
 
@@ -663,3 +666,14 @@ def _redact(url: str) -> str:
         credentials, host = rest.rsplit("@", 1)
         return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
     return url
+
+
+def interval_metrics(check: IntervalCheck) -> dict[str, float]:
+    """The held-out intervals' figures as run metrics (``interval_coverage_LOGO_server``, ...)."""
+    return {
+        f"{name}_{split}_{scenario}": value
+        for split, by_scenario in check.by_split.items()
+        for scenario, figures in by_scenario.items()
+        for name, value in figures.items()
+        if np.isfinite(value)
+    }

@@ -26,7 +26,7 @@ from wattgpu.modeling.physical.targets import TARGETS
 EXPERIMENTS = {target: f"wattgpu-{target}" for target in TARGETS}
 EVALUATION_CSV = "evaluation/evaluation.csv"
 # Interval coverage and width on each held-out GPU and scenario (leave-one-GPU-out).
-INTERVALS_BY_GPU_CSV = "evaluation/intervals_by_gpu.csv"
+INTERVAL_CELLS_CSV = "evaluation/intervals_held_out.csv"
 HEARTBEAT_TAG = "wattgpu.heartbeat"
 
 

@@ -43,9 +43,14 @@ COLUMNS = {
     "power_w": "predicted mean power (time-averaged over the day for a profile)",
     "power_lower_w": "lower end of the power interval",
     "power_upper_w": "upper end of the power interval",
+    "power_novelty": "what the power interval is calibrated for (as itl_novelty)",
     "itl_ms": "predicted inter-token latency (the worst hour for a profile)",
     "itl_lower_ms": "lower end of the ITL interval",
     "itl_upper_ms": "upper end of the ITL interval",
+    "itl_novelty": (
+        "what the ITL interval is calibrated for: measured, unseen GPU, unseen LLM, unseen "
+        "set-up (why its upper end is as high as it is)"
+    ),
     "meets_slo": "itl_ms <= the SLO (blank without an SLO)",
     "meets_slo_upper": "itl_upper_ms <= the SLO (blank without an SLO)",
     "ttft_ms": "predicted time to first token, the worst hour (only with a TTFT SLO)",
@@ -101,6 +106,9 @@ def _hourly_predictions(
         long[f"{target}_lower_{unit}"] = answer["lower"].to_numpy(float)
         long[f"{target}_upper_{unit}"] = answer["upper"].to_numpy(float)
         long[f"{target}_warnings"] = answer["warnings"].fillna("").astype(str).to_numpy()
+        # a model logged before the kinds of novelty answers without them
+        novelty = answer["novelty"] if "novelty" in answer.columns else pd.Series("", answer.index)
+        long[f"{target}_novelty"] = novelty.fillna("").astype(str).to_numpy()
     if scenario != "server":  # offline: one row per GPU, whatever the day's rates
         return long.assign(hour=0, rate=np.nan)
     hours = hourly.assign(query_rate=np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
@@ -125,6 +133,9 @@ def _aggregate(
             "itl_ms": busy.groupby("gpu")["itl_ms"].max(),
             "itl_lower_ms": busy.groupby("gpu")["itl_lower_ms"].max(),
             "itl_upper_ms": busy.groupby("gpu")["itl_upper_ms"].max(),
+            # a GPU's kind of novelty is the same at every rate of its day
+            "power_novelty": groups["power_novelty"].first(),
+            "itl_novelty": groups["itl_novelty"].first(),
             "warnings": long.filter(like="_warnings")
             .agg("; ".join, axis=1)
             .groupby(long["gpu"], sort=False)
@@ -383,7 +394,10 @@ def _reason(row: pd.Series, usable_gb: float, itl_slo_ms: float | None, strict: 
     if itl_slo_ms is not None and row["itl_ms"] > itl_slo_ms:
         return f"ITL {row['itl_ms']:.1f} ms > {itl_slo_ms:g} ms"
     if strict and itl_slo_ms is not None and row["itl_upper_ms"] > itl_slo_ms:
-        return f"ITL up to {row['itl_upper_ms']:.1f} ms > {itl_slo_ms:g} ms (strict)"
+        return (
+            f"ITL up to {row['itl_upper_ms']:.1f} ms > {itl_slo_ms:g} ms "
+            f"(strict{_calibrated_for(row)})"
+        )
     return ""
 
 
@@ -400,7 +414,10 @@ def verdict(table: pd.DataFrame, itl_slo_ms: float | None = None, strict: bool =
         if itl_slo_ms is not None:
             latency += f" (≤ {itl_slo_ms:g} ms"
             if not row["meets_slo_upper"]:
-                latency += f"; up to {row['itl_upper_ms']:.0f} ms at the interval's upper end"
+                latency += (
+                    f"; up to {row['itl_upper_ms']:.0f} ms at the upper end of its interval"
+                    f"{_calibrated_for(row)}"
+                )
             latency += ")"
         line = f"Best: {row['gpu']} — {', '.join([*parts, latency])}"
         if "cost_rank" in table.columns and (table["cost_rank"] == 1).any():
@@ -423,3 +440,9 @@ def verdict(table: pd.DataFrame, itl_slo_ms: float | None = None, strict: bool =
         return f"no GPU fits the model: {largest['gpu']}, the largest, says {largest['reason']}"
     first = table[table["fits"]].iloc[0]
     return f"no GPU can serve {slo}; closest: {first['gpu']} ({first['reason']})"
+
+
+def _calibrated_for(row: pd.Series) -> str:
+    """``, an interval for an unseen GPU``: what sets the ITL interval's width, if known."""
+    novelty = row.get("itl_novelty")
+    return f", an interval for {novelty}" if isinstance(novelty, str) and novelty else ""

@@ -13,7 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from wattgpu.modeling.learning.uncertainty import COVERAGE, IntervalModel
+from wattgpu.modeling.learning.uncertainty import COVERAGE, Calibration, IntervalModel
+from wattgpu.modeling.learning.unseen import UNSEEN_GPU, Seen
 
 
 @dataclass(frozen=True)
@@ -22,22 +23,21 @@ class IntervalSpec:
 
     Attributes:
         without: feature columns the difficulty model leaves out.
-        q_low: the conformal factor of the lower end (log scale).
-        q_high: the conformal factor of the upper end (log scale).
         coverage: the nominal coverage.
+        calibrations: per kind of novelty (``unseen.KINDS``), its conformal factors
+            (``uncertainty.Calibration.to_dict``).
+        seen: the training rows' GPUs, LLM architectures and set-ups (``unseen.Seen``); a card
+            written before the kinds has none, and every row is an unseen GPU.
         difficulty: a constant difficulty when every residual was alike; ``None`` when the
             difficulty is a CatBoost model stored beside the card.
-        by_scenario: the (lower, upper) factors of each scenario calibrated on its own; a card
-            written before they were has none, and every scenario gets ``q_low``/``q_high``.
 
     """
 
     without: tuple[str, ...]
-    q_low: float
-    q_high: float
     coverage: float
+    calibrations: dict[str, dict[str, Any]]
+    seen: dict[str, Any] | None = None
     difficulty: float | None = None
-    by_scenario: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, bounds: IntervalModel) -> IntervalSpec:
@@ -45,20 +45,35 @@ class IntervalSpec:
         constant = bounds.difficulty if isinstance(bounds.difficulty, float) else None
         return cls(
             tuple(bounds.without),
-            bounds.q_low,
-            bounds.q_high,
             bounds.coverage,
+            {kind: c.to_dict() for kind, c in bounds.calibrations.items()},
+            bounds.seen.to_dict() if bounds.seen is not None else None,
             constant,
-            dict(bounds.by_scenario),
         )
 
     @classmethod
     def from_dict(cls, spec: dict[str, Any]) -> IntervalSpec:
-        """Read the card's ``interval`` entry (JSON lists back to tuples)."""
-        by_scenario = {
-            k: (float(lo), float(hi)) for k, (lo, hi) in spec.get("by_scenario", {}).items()
-        }
-        return cls(**{**spec, "without": tuple(spec["without"]), "by_scenario": by_scenario})
+        """Read the card's ``interval`` entry.
+
+        A card written before the kinds holds one set of factors (``q_low``, ``q_high``,
+        ``by_scenario``), calibrated on held-out GPUs: an unseen GPU's.
+        """
+        calibrations = spec.get("calibrations")
+        if calibrations is None:
+            calibrations = {
+                UNSEEN_GPU: {
+                    "q_low": spec["q_low"],
+                    "q_high": spec["q_high"],
+                    "by_scenario": spec.get("by_scenario", {}),
+                }
+            }
+        return cls(
+            tuple(spec["without"]),
+            float(spec["coverage"]),
+            calibrations,
+            spec.get("seen"),
+            spec.get("difficulty"),
+        )
 
     def model(self, target: str, difficulty: Any) -> IntervalModel:
         """The interval model of these numbers around a difficulty (a model or a number)."""
@@ -66,10 +81,9 @@ class IntervalSpec:
             target,
             self.without,
             difficulty,
-            self.q_low,
-            self.q_high,
+            {kind: Calibration.from_dict(c) for kind, c in self.calibrations.items()},
+            Seen.from_dict(self.seen) if self.seen is not None else None,
             self.coverage,
-            dict(self.by_scenario),
         )
 
 
@@ -96,6 +110,11 @@ class ModelCard:
         interval_coverage_nominal: the coverage the interval aims at.
         interval_coverage_held_out_gpu: the interval's coverage on GPUs held out of its fit.
         interval_width_held_out_gpu: its median relative width there.
+        interval_held_out: per split (CV, LOGO, LOLO, LOSO), per scenario and ``all``, the
+            coverage and width of intervals bounded as served on that split's held-out rows
+            (``interval_check.check_intervals``).
+        interval_not_validated: the kinds and scenarios whose served intervals were never
+            checked (their residuals are from fewer than two GPUs), as warnings.
         wattgpu_version: the package version that trained the model.
         members: per CatBoost member, the feature columns it leaves out (packaging).
         query_fields: the fields a query may hold (packaging).
@@ -116,6 +135,8 @@ class ModelCard:
     interval_coverage_nominal: float = COVERAGE
     interval_coverage_held_out_gpu: float = math.nan
     interval_width_held_out_gpu: float = math.nan
+    interval_held_out: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    interval_not_validated: tuple[str, ...] = ()
     wattgpu_version: str = ""
     members: tuple[tuple[str, ...], ...] = ()
     query_fields: tuple[str, ...] = ()
@@ -146,6 +167,7 @@ class ModelCard:
         values = {k: v for k, v in data.items() if k in known}
         values["members"] = tuple(tuple(m) for m in values.get("members", ()))
         values["query_fields"] = tuple(values.get("query_fields", ()))
+        values["interval_not_validated"] = tuple(values.get("interval_not_validated", ()))
         spec = values.get("interval")
         if spec is not None:
             values["interval"] = IntervalSpec.from_dict(spec)

@@ -16,7 +16,12 @@ from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
 from wattgpu.modeling.answering.queries import check_query_columns
 from wattgpu.modeling.learning import models
-from wattgpu.modeling.learning.uncertainty import IntervalModel, interval
+from wattgpu.modeling.learning.uncertainty import (
+    IntervalModel,
+    Intervals,
+    intervals,
+    not_validated_note,
+)
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 
@@ -40,6 +45,7 @@ OUTPUT_COLUMNS = (
     "lower",
     "upper",
     "unit",
+    "novelty",
     "warnings",
 )
 FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper")
@@ -86,14 +92,45 @@ def answer_columns(
     rows = build_features(check_query_columns(queries, catalog), catalog)
     pools = models.Pools(target, rows)  # the members and the interval share their inputs
     value = np.asarray(models.predict_si(target, model, rows, pools), dtype=float)
-    lower, upper = interval(bounds, rows, value, pools)
+    bounded = intervals(bounds, rows, value, pools)
     scale = REPORT_SCALE[target]
     unrunnable = cannot_run(rows)
     answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
     answer["concurrency"] = rows["users"]  # as stated (the features' own is the decoding count)
     answer["target"] = np.full(len(value), target, dtype=object)
-    for column, values in (("prediction", value), ("lower", lower), ("upper", upper)):
+    for column, values in (
+        ("prediction", value),
+        ("lower", bounded.lower),
+        ("upper", bounded.upper),
+    ):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
-    answer["warnings"] = np.asarray(domain_warnings(rows, card.domain), dtype=object)
+    answer["novelty"] = bounded.novelty
+    answer["warnings"] = joined(
+        np.asarray(domain_warnings(rows, card.domain), dtype=object),
+        interval_notes(target, np.asarray(rows["scenario"]), bounded),
+    )
     return {column: answer[column] for column in OUTPUT_COLUMNS}
+
+
+def interval_notes(target: str, scenarios: np.ndarray, bounded: Intervals) -> np.ndarray:
+    """Per row, the note that its interval was never checked on its kind of novelty ('' if it was).
+
+    "server power intervals not validated on an unseen GPU": the factors that bound the row are
+    its kind's pooled ones, the scenario's own residuals being from fewer than two GPUs.
+    """
+    out = np.full(len(scenarios), "", dtype=object)
+    for scenario, kind in set(
+        zip(scenarios[~bounded.validated], bounded.kind[~bounded.validated], strict=True)
+    ):
+        rows = ~bounded.validated & (scenarios == scenario) & (bounded.kind == kind)
+        out[rows] = not_validated_note(target, scenario, kind)
+    return out
+
+
+def joined(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Two columns of "; "-joined warnings, joined row by row (blank stays blank)."""
+    both = (first != "") & (second != "")
+    out = np.where(first == "", second, first)
+    out[both] = first[both] + "; " + second[both]
+    return out

@@ -497,16 +497,43 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 
 def intervals_markdown(table: pd.DataFrame) -> str:
-    """Render interval figures per held-out group (``interval_figures_by_gpu``) as Markdown.
+    """Render interval figures (``interval_check.interval_cells``, or per split) as Markdown.
 
-    Coverage and width in %; a leading ``target``/``split`` column, when present, is kept.
+    Coverage and width in %; leading ``target``/``split`` columns, the held-out group and the
+    kind the rows were served as, when present, are kept.
     """
-    keys = [c for c in ("target", "split", "gpu", "scenario") if c in table.columns]
-    header = [*keys, "rows", "coverage %", "median width %"]
+    keys = [c for c in ("target", "split") if c in table.columns]
+    groups = [c for c in ("gpu", "source", "group", "fold") if c in table.columns]
+    served = "novelty" in table.columns
+    header = [
+        *keys,
+        *(["held out"] if groups else []),
+        "scenario",
+        "rows",
+        "coverage %",
+        "median width %",
+        *(["served as"] if served else []),
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in table.itertuples(index=False):
-        cells = [str(getattr(row, key)) for key in keys] + [str(row.n_rows)]
-        for value in (row.interval_coverage, row.interval_width):
+    for row in table.to_dict("records"):
+        cells = [str(row[key]) for key in keys]
+        if groups:
+            cells.append(next((str(row[c]) for c in groups if _named(row[c])), ""))
+        cells += [str(row["scenario"]), str(int(row["n_rows"]))]
+        for value in (row["interval_coverage"], row["interval_width"]):
             cells.append("–" if pd.isna(value) else f"{100 * value:.1f}")
+        if served:
+            cells.append(str(row["novelty"]) + _unchecked(row["validated"]))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _unchecked(validated: float) -> str:
+    """What share of a cell's rows had factors never checked (blank: none)."""
+    if validated >= 1.0:
+        return ""
+    return " (not validated)" if validated <= 0.0 else f" ({1 - validated:.0%} not validated)"
+
+
+def _named(value: Any) -> bool:
+    return isinstance(value, str) and value != ""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,13 +61,16 @@ class Folds:
 DEFAULT_FOLDS = Folds(cv=5, llm_blocks=10)
 
 
-def architecture_groups(frame: pd.DataFrame) -> np.ndarray:
-    """One label per row naming its LLM's architecture (its model id without the config)."""
-    columns = [c for c in ARCHITECTURE_COLUMNS if c in frame.columns]
+def architecture_groups(rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
+    """One label per row naming its LLM's architecture (its model id without the config).
+
+    ``rows``: a frame, or feature columns (the served model classifies queries with it).
+    """
+    columns = [c for c in ARCHITECTURE_COLUMNS if c in rows]
     if not columns:
-        return frame["model"].astype(str).to_numpy()
-    key = frame[columns].astype(float).round(3).astype(str)
-    return key.agg("\x1f".join, axis=1).to_numpy()
+        return np.asarray(rows["model"], dtype=object).astype(str)
+    parts = [np.round(np.asarray(rows[c], dtype=float), 3).astype(str) for c in columns]
+    return np.asarray(["\x1f".join(key) for key in zip(*parts, strict=True)], dtype=object)
 
 
 def source_family(frame: pd.DataFrame) -> np.ndarray:

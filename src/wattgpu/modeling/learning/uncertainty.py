@@ -1,31 +1,46 @@
-"""Per-row prediction intervals: normalised split-conformal on held-out-GPU residuals.
+"""Per-row prediction intervals: normalised split-conformal, calibrated per kind of novelty.
 
 A prediction's interval is ``[pred x exp(q_lo x d), pred x exp(q_hi x d)]``. ``d`` is the row's
 *difficulty*: a small CatBoost model's estimate of ``|log(true / pred)|`` from the row's features,
-learnt on leave-one-GPU-out residuals (errors the model made on GPUs it had not seen, the
-situation of every query about new hardware). ``q_lo``/``q_hi`` are conformal quantiles of the
-normalised residuals ``log(true / pred) / d``, computed on difficulties predicted for GPUs the
-difficulty model had not seen either (cross-fitted by GPU), so the calibration is not fooled by
-the difficulty model's own fit. A 7B model in a well-measured regime then gets a narrow interval
-and a query unlike anything measured a wide one, at the same nominal coverage.
+learnt on leave-one-GPU-out residuals. ``q_lo``/``q_hi`` are conformal quantiles of normalised
+residuals ``log(true / pred) / d``, with difficulties predicted for GPUs the difficulty model had
+not seen (cross-fitted by GPU), so the calibration is not fooled by the difficulty model's own
+fit. A 7B model in a well-measured regime then gets a narrow interval and a query unlike
+anything measured a wide one, at the same nominal coverage.
 
-The conformal factors are fitted per scenario (offline and server residuals differ in spread and
-skew), on the pooled residuals for a scenario with too few rows to calibrate on its own.
+The factors are calibrated per kind of novelty (``unseen``): a query on a measured GPU and
+set-up gets factors from grouped cross-validation's residuals, one on an unseen GPU from
+leave-one-GPU-out's, an unseen LLM from leave-one-LLM-out's, an unseen set-up from
+leave-one-source-out's; a query new in several ways gets the widest. Within a kind they are
+fitted per scenario (offline and server residuals differ in spread and skew) where the scenario
+has the residuals for it -- at least ``min_scenario_rows`` of them, from at least two held-out
+groups of the kind -- and otherwise the kind's pooled factors serve it, marked not validated.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor
 
-from wattgpu.modeling.learning.models import Pools, fits_side_by_side, pool
+from wattgpu.data.measurements import SCENARIOS
+from wattgpu.modeling.learning.models import Pools, pool
 from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.learning.splits import split_groups
+from wattgpu.modeling.learning.unseen import (
+    KINDS,
+    MEASURED,
+    PHRASE,
+    SPLIT_OF_KIND,
+    UNSEEN_GPU,
+    Seen,
+    novelty_labels,
+)
 from wattgpu.modeling.physical.targets import capped
 
 COVERAGE = 0.9
@@ -33,30 +48,141 @@ COVERAGE = 0.9
 MIN_RESIDUAL = 0.01
 
 
-@dataclass
-class IntervalModel:
-    """What turns a prediction into an interval: the difficulty model and the conformal factors.
+@dataclass(frozen=True)
+class Calibration:
+    """One kind of novelty's conformal factors (log scale), pooled and per scenario.
 
-    ``q_low``/``q_high`` are the pooled factors; ``by_scenario`` the factors of each scenario
-    calibrated on its own (a scenario not in it gets the pooled ones).
+    Attributes:
+        q_low: the pooled factor of the lower end.
+        q_high: the pooled factor of the upper end.
+        by_scenario: the factors of each scenario calibrated on its own residuals (from at
+            least two GPUs); a scenario not in it gets the pooled ones.
+        not_validated: scenarios served the pooled factors although their own residuals are
+            too few or from one GPU: their coverage on this kind was never measured.
+        residuals: how many residuals the factors come from.
+        borrowed: the kind had no residuals of its own: the factors are an unseen GPU's, and
+            not validated for any scenario.
+
     """
 
-    target: str
-    without: tuple[str, ...]
-    difficulty: CatBoostRegressor | float
     q_low: float
     q_high: float
-    coverage: float = COVERAGE
     by_scenario: dict[str, tuple[float, float]] = field(default_factory=dict)
+    not_validated: tuple[str, ...] = ()
+    residuals: int = 0
+    borrowed: bool = False
 
     def factors(self, scenarios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The lower and upper conformal factors of rows of these scenarios."""
+        """The lower and upper factors of rows of these scenarios."""
         low = np.full(len(scenarios), self.q_low)
         high = np.full(len(scenarios), self.q_high)
         for scenario, (q_low, q_high) in self.by_scenario.items():
             rows = scenarios == scenario
             low[rows], high[rows] = q_low, q_high
         return low, high
+
+    def validated(self, scenarios: np.ndarray) -> np.ndarray:
+        """Whether each row's factors were checked on residuals of its scenario and kind."""
+        if self.borrowed:
+            return np.zeros(len(scenarios), dtype=bool)
+        return ~np.isin(scenarios.astype(str), self.not_validated)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (for the model card)."""
+        return {
+            "q_low": self.q_low,
+            "q_high": self.q_high,
+            "by_scenario": {k: list(v) for k, v in self.by_scenario.items()},
+            "not_validated": list(self.not_validated),
+            "residuals": self.residuals,
+            "borrowed": self.borrowed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        """The inverse of ``to_dict``."""
+        return cls(
+            float(data["q_low"]),
+            float(data["q_high"]),
+            {k: (float(lo), float(hi)) for k, (lo, hi) in data.get("by_scenario", {}).items()},
+            tuple(data.get("not_validated", ())),
+            int(data.get("residuals", 0)),
+            bool(data.get("borrowed", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """A batch's intervals and what they rest on, row by row."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    novelty: np.ndarray  # the row's kinds of novelty in words (``unseen.novelty_labels``)
+    kind: np.ndarray  # the kind whose factors bound the row (the widest of its kinds)
+    validated: np.ndarray  # whether that kind's factors were checked on the row's scenario
+
+
+@dataclass
+class IntervalModel:
+    """What turns a prediction into an interval: a difficulty model and factors per kind.
+
+    Per kind of novelty (``unseen.KINDS``), the conformal factors are calibrated on that kind's
+    held-out residuals.
+
+    ``seen`` (the training rows' GPUs, LLM architectures and set-ups) says which kinds a row
+    falls in; without it (a model logged before the kinds) every row is an unseen GPU, the kind
+    every interval model has.
+    """
+
+    target: str
+    without: tuple[str, ...]
+    difficulty: CatBoostRegressor | float
+    calibrations: dict[str, Calibration]
+    seen: Seen | None = None
+    coverage: float = COVERAGE
+
+    def calibration(self, kind: str) -> Calibration:
+        """``kind``'s calibration; an unseen GPU's (not validated) for a kind without one."""
+        if kind in self.calibrations:
+            return self.calibrations[kind]
+        borrowed = self.calibrations[UNSEEN_GPU]
+        return Calibration(
+            borrowed.q_low, borrowed.q_high, dict(borrowed.by_scenario), borrowed=True
+        )
+
+    def kinds(self, rows: pd.DataFrame | Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Per kind, which rows fall in it (``measured``: none of the unseen kinds)."""
+        n = len(np.asarray(rows["scenario"]))
+        if self.seen is None:
+            return {UNSEEN_GPU: np.ones(n, dtype=bool)}
+        unseen = self.seen.unseen(rows)
+        measured = ~np.logical_or.reduce(list(unseen.values()))
+        return {MEASURED: measured, **unseen}
+
+    def factors(
+        self, rows: pd.DataFrame | Mapping[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's lower and upper factors, novelty words, bounding kind and validation.
+
+        Of the kinds a row falls in, the one with the widest factors for its scenario bounds it.
+        """
+        scenarios = np.asarray(rows["scenario"]).astype(str)
+        n = len(scenarios)
+        low, high = np.zeros(n), np.full(n, -np.inf)
+        kind = np.full(n, "", dtype=object)
+        validated = np.zeros(n, dtype=bool)
+        falls_in = self.kinds(rows)
+        for name in KINDS:
+            rows_in = falls_in.get(name)
+            if rows_in is None or not rows_in.any():
+                continue
+            calibration = self.calibration(name)
+            k_low, k_high = calibration.factors(scenarios)
+            wider = rows_in & (k_high - k_low > high - low)
+            low[wider], high[wider], kind[wider] = k_low[wider], k_high[wider], name
+            validated[wider] = calibration.validated(scenarios)[wider]
+        words = novelty_labels({k: m for k, m in falls_in.items() if k != MEASURED}, n)
+        return low, high, words, kind, validated
 
 
 def log_residuals(oof: pd.DataFrame) -> np.ndarray:
@@ -145,142 +271,122 @@ def _cross_fitted_difficulty(
     return out
 
 
-def fit_interval(
-    recipe: Recipe,
-    frame: pd.DataFrame,
-    oof: pd.DataFrame,
-    groups: np.ndarray,
-    coverage: float = COVERAGE,
-    seed: int = 0,
-) -> IntervalModel:
-    """The interval model of ``frame``'s rows from their out-of-fold predictions ``oof``.
+def kind_residuals(oof: Mapping[str, pd.DataFrame]) -> dict[str, np.ndarray]:
+    """Per kind of novelty, ``log(true / pred)`` of every row, from its own split.
 
-    Args:
-        recipe: the target's recipe (the difficulty model's settings, the calibration's folds).
-        frame: rows with features, in the order of ``oof``.
-        oof: out-of-fold ``true``/``pred`` of the rows (leave-one-GPU-out for the served model).
-        groups: the rows' held-out groups (GPUs for leave-one-GPU-out): the calibration's
-            difficulties come from models fitted without the row's group.
-        coverage: nominal coverage of the central interval.
-        seed: CatBoost's and the inner folds' seed.
-
-    """
-    residuals = log_residuals(oof)
-    groups = np.asarray(groups)
-    scores = residuals / _cross_fitted_difficulty(recipe, frame, residuals, groups, seed)
-    q_low, q_high = conformal_quantiles(scores, coverage)
-    model = fit_difficulty(recipe, frame, residuals, seed)
-    by_scenario = scenario_quantiles(
-        scores, frame["scenario"].to_numpy(), recipe.min_scenario_rows, coverage
-    )
-    without = recipe.difficulty_without()
-    return IntervalModel(recipe.target, without, model, q_low, q_high, coverage, by_scenario)
-
-
-def scenario_quantiles(
-    scores: np.ndarray, scenarios: np.ndarray, min_rows: int, coverage: float = COVERAGE
-) -> dict[str, tuple[float, float]]:
-    """``conformal_quantiles`` of each scenario with at least ``min_rows`` scores.
-
-    With fewer, the 5 % tails hold too few rows to place the bounds, and the pooled factors
-    serve the scenario.
+    That is the split that held the kind out (``unseen.SPLIT_OF_KIND``); a split missing from
+    ``oof`` gives no kind.
     """
     return {
-        str(scenario): conformal_quantiles(scores[scenarios == scenario], coverage)
-        for scenario in np.unique(scenarios)
-        if (scenarios == scenario).sum() >= min_rows
+        kind: log_residuals(oof[split]) for kind, split in SPLIT_OF_KIND.items() if split in oof
     }
 
 
-def interval(
+def fit_interval(
+    recipe: Recipe,
+    frame: pd.DataFrame,
+    residuals: Mapping[str, np.ndarray],
+    coverage: float = COVERAGE,
+    seed: int = 0,
+) -> IntervalModel:
+    """The interval model of ``frame``'s rows from their held-out residuals of each kind.
+
+    Args:
+        recipe: the target's recipe (the difficulty model's settings, the calibration's folds).
+        frame: training rows with features.
+        residuals: per kind (``unseen.KINDS``), each row's ``log(true / pred)`` from the split
+            that held that kind out (``kind_residuals``; NaN where it has none). The unseen
+            GPU's are required: the difficulty model learns from them.
+        coverage: nominal coverage of the central interval.
+        seed: CatBoost's and the inner folds' seed.
+
+    The difficulty model is fitted on the unseen-GPU residuals; the calibration's difficulties
+    come from models fitted without the row's GPU (cross-fitted), and each kind's factors are
+    conformal quantiles of that kind's residuals over them.
+
+    """
+    gpus = frame["gpu"].to_numpy()
+    anchor = np.asarray(residuals[UNSEEN_GPU], float)
+    model = fit_difficulty(recipe, frame, anchor, seed)
+    scale = _cross_fitted_difficulty(recipe, frame, anchor, gpus, seed)
+    scenarios = frame["scenario"].to_numpy().astype(str)
+    calibrations = {}
+    for kind, values in residuals.items():
+        values = np.asarray(values, float)
+        ok = np.isfinite(values)
+        if ok.sum() < 2:
+            continue
+        groups = split_groups(frame, SPLIT_OF_KIND[kind])
+        calibrations[kind] = calibrate(
+            values[ok] / scale[ok],
+            scenarios[ok],
+            groups[ok],
+            gpus[ok],
+            recipe.min_scenario_rows,
+            coverage,
+        )
+    return IntervalModel(
+        recipe.target, recipe.difficulty_without(), model, calibrations, Seen.of(frame), coverage
+    )
+
+
+def calibrate(
+    scores: np.ndarray,
+    scenarios: np.ndarray,
+    groups: np.ndarray,
+    gpus: np.ndarray,
+    min_rows: int,
+    coverage: float = COVERAGE,
+) -> Calibration:
+    """One kind's factors: pooled, and per scenario where the scenario has the data.
+
+    A scenario gets factors of its own from at least ``min_rows`` scores (fewer leave the 5 %
+    tails too thin to place the bounds). Its factors are validated where its scores come from at
+    least two GPUs and two held-out ``groups`` of the kind (residuals of one GPU say nothing
+    about the next one); otherwise it is served the pooled factors and marked not validated.
+    """
+    q_low, q_high = conformal_quantiles(scores, coverage)
+    own, not_validated = {}, []
+    for scenario in SCENARIOS:
+        rows = scenarios == scenario
+        spread = min(len(np.unique(groups[rows])), len(np.unique(gpus[rows])))
+        if spread < 2:
+            not_validated.append(scenario)
+        elif rows.sum() >= min_rows:
+            own[scenario] = conformal_quantiles(scores[rows], coverage)
+    return Calibration(q_low, q_high, own, tuple(not_validated), len(scores))
+
+
+def intervals(
     model: IntervalModel,
     frame: pd.DataFrame | Mapping[str, np.ndarray],
     pred: np.ndarray,
     pools: Pools | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds of the predictions ``pred`` of ``frame``'s rows.
+) -> Intervals:
+    """The intervals of the predictions ``pred`` of ``frame``'s rows, with what they rest on.
 
-    ``pools``, when given, are the CatBoost inputs already built for the same rows.
+    The one path from an interval model to intervals: the served model and every held-out
+    check call it. ``pools``, when given, are the CatBoost inputs already built for the rows.
     """
     d = difficulty(model.difficulty, model.target, frame, model.without, pools)
     pred = np.asarray(pred, float)
-    q_low, q_high = model.factors(np.asarray(frame["scenario"]))
+    q_low, q_high, novelty, kind, validated = model.factors(frame)
     upper = capped(model.target, frame, pred * np.exp(q_high * d))
-    return np.minimum(pred * np.exp(q_low * d), upper), upper
+    lower = np.minimum(pred * np.exp(q_low * d), upper)
+    return Intervals(lower, upper, novelty, kind, validated)
 
 
-def held_out_intervals(
-    recipe: Recipe,
-    frame: pd.DataFrame,
-    oof: pd.DataFrame,
-    groups: np.ndarray,
-    coverage: float = COVERAGE,
-    seed: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's interval from an interval model fitted without the row's group.
-
-    The honest check of the intervals: neither the difficulty model nor the conformal factors
-    that bound a held-out GPU's (or LLM's, or fold's) rows ever saw that group's residuals.
-    The groups' interval models are fitted side by side, one single-threaded fit per core.
-    """
-    groups = np.asarray(groups)
-    lower = np.full(len(frame), np.nan)
-    upper = np.full(len(frame), np.nan)
-    held_out = [groups == group for group in np.unique(groups)]
-    held_out = [held for held in held_out if not held.all()]
-    pred = oof["pred"].to_numpy(float)
-
-    def bounds(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        train = np.flatnonzero(~held)
-        model = fit_interval(
-            recipe, frame.iloc[train], oof.iloc[train], groups[train], coverage, seed
-        )
-        return interval(model, frame[held], pred[held])
-
-    jobs = max(1, min(len(held_out), os.cpu_count() or 1))
-    # Threads: CatBoost releases the GIL while it fits (see evaluation.FOLD_BACKEND).
-    with fits_side_by_side():
-        from joblib import Parallel, delayed
-
-        answers = Parallel(n_jobs=jobs, backend="threading")(delayed(bounds)(h) for h in held_out)
-    for held, (low, high) in zip(held_out, answers, strict=True):
-        lower[held], upper[held] = low, high
-    return lower, upper
+def not_validated_note(target: str, scenario: str, kind: str) -> str:
+    """The warning of an interval never checked on its kind and scenario."""
+    return f"{scenario} {target} intervals not validated on {PHRASE[kind]}"
 
 
-def interval_figures(
-    true: np.ndarray, pred: np.ndarray, lower: np.ndarray, upper: np.ndarray
-) -> dict[str, float]:
-    """Coverage and width of intervals, over the rows that have one.
-
-    ``interval_coverage`` is the share of true values inside; ``interval_width`` the median of
-    (upper - lower) / prediction.
-    """
-    true, pred = np.asarray(true, float), np.asarray(pred, float)
-    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
-    ok = np.isfinite(lower) & np.isfinite(upper)
-    if not ok.any():
-        return {"interval_coverage": math.nan, "interval_width": math.nan}
-    inside = (true[ok] >= lower[ok]) & (true[ok] <= upper[ok])
-    return {
-        "interval_coverage": float(inside.mean()),
-        "interval_width": float(np.median((upper[ok] - lower[ok]) / pred[ok])),
-    }
-
-
-def interval_figures_by_gpu(
-    oof: pd.DataFrame, lower: np.ndarray, upper: np.ndarray
-) -> pd.DataFrame:
-    """``interval_figures`` of each (GPU, scenario) of the out-of-fold rows ``oof``, with counts.
-
-    Columns: ``gpu``, ``scenario``, ``n_rows``, ``interval_coverage``, ``interval_width``.
-    """
-    records = []
-    for (gpu, scenario), rows in oof.groupby(["gpu", "scenario"], sort=True).indices.items():
-        figures = interval_figures(
-            oof["true"].to_numpy()[rows], oof["pred"].to_numpy()[rows], lower[rows], upper[rows]
-        )
-        records.append({"gpu": gpu, "scenario": scenario, "n_rows": len(rows), **figures})
-    return pd.DataFrame.from_records(
-        records, columns=["gpu", "scenario", "n_rows", "interval_coverage", "interval_width"]
-    )
+def not_validated_notes(model: IntervalModel) -> list[str]:
+    """Every (kind, scenario) whose served factors were never checked, as warnings."""
+    notes = []
+    for kind in KINDS:
+        calibration = model.calibration(kind)
+        for scenario in SCENARIOS:
+            if not calibration.validated(np.array([scenario]))[0]:
+                notes.append(not_validated_note(model.target, scenario, kind))
+    return notes

@@ -1,0 +1,128 @@
+"""What a query has that the training rows never had: the kind of novelty its interval is for.
+
+A prediction for a GPU the model was trained on is a different promise from one for a GPU
+nobody measured, and both differ from one for a set-up (an engine and its release) that no
+training row ran. Each kind is calibrated on the residuals of the split that held out that
+kind of thing (``SPLIT_OF_KIND``), so an interval is as wide as the errors of its own kind:
+
+- ``measured``: the query's GPU, LLM architecture and set-up were all in the training rows
+  (grouped cross-validation's residuals: a measured GPU and LLM, not measured together);
+- ``unseen GPU``: its GPU was not (leave-one-GPU-out);
+- ``unseen LLM``: its LLM architecture was not (leave-one-LLM-out, by architecture);
+- ``unseen set-up``: its set-up (engine and engine release year) was not, or its GPU was
+  measured but never under this set-up (leave-one-source-out: a held-out source's rows are
+  of set-ups the other sources never ran, mostly on GPUs they measured).
+
+A query new in several ways gets the widest of their intervals. Pure functions; what the
+training rows saw (``Seen``) travels with the served model's interval, so that serving and
+every held-out check classify a row alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wattgpu.modeling.learning.splits import architecture_groups
+
+MEASURED = "measured"
+UNSEEN_GPU = "unseen GPU"
+UNSEEN_LLM = "unseen LLM"
+UNSEEN_SETUP = "unseen set-up"
+KINDS = (MEASURED, UNSEEN_GPU, UNSEEN_LLM, UNSEEN_SETUP)
+# The split whose held-out residuals calibrate each kind.
+SPLIT_OF_KIND = {MEASURED: "CV", UNSEEN_GPU: "LOGO", UNSEEN_LLM: "LOLO", UNSEEN_SETUP: "LOSO"}
+# What a kind says in a sentence ("not validated on an unseen GPU").
+PHRASE = {
+    MEASURED: "a measured GPU and set-up",
+    UNSEEN_GPU: "an unseen GPU",
+    UNSEEN_LLM: "an unseen LLM",
+    UNSEEN_SETUP: "an unseen set-up",
+}
+
+
+def setup_labels(rows: Mapping[str, Any]) -> np.ndarray:
+    """Each row's set-up: its engine and the engine's release year (``"vllm 2024"``)."""
+    engines = np.asarray(rows["engine"], dtype=object).astype(str)
+    years = np.asarray(rows["engine_year"], dtype=float)
+    return np.char.add(np.char.add(engines, " "), _year_text(years)).astype(object)
+
+
+def _year_text(years: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(years), np.nan_to_num(years).astype(int).astype(str), "?")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The GPUs, LLM architectures and set-ups of a model's training rows.
+
+    ``setups``: the set-ups they ran; ``gpu_setups``: each GPU with each set-up it ran
+    (``"GPU|set-up"``).
+    """
+
+    gpus: tuple[str, ...]
+    architectures: tuple[str, ...]
+    setups: tuple[str, ...]
+    gpu_setups: tuple[str, ...]
+
+    @classmethod
+    def of(cls, rows: Mapping[str, Any]) -> Seen:
+        """What the training ``rows`` (with features) hold."""
+        gpus = np.asarray(rows["gpu"], dtype=object).astype(str)
+        setups = setup_labels(rows).astype(str)
+        return cls(
+            tuple(sorted(set(gpus))),
+            tuple(sorted({str(a) for a in architecture_groups(rows)})),
+            tuple(sorted(set(setups))),
+            tuple(sorted(set(_pairs(gpus, setups)))),
+        )
+
+    def unseen(self, rows: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Per unseen kind, which rows are new in that way (boolean masks)."""
+        gpus = np.asarray(rows["gpu"], dtype=object).astype(str)
+        setups = setup_labels(rows).astype(str)
+        new_gpu = ~np.isin(gpus, self.gpus)
+        new_setup = ~np.isin(setups, self.setups) | (
+            ~new_gpu & ~np.isin(_pairs(gpus, setups), self.gpu_setups)
+        )
+        return {
+            UNSEEN_GPU: new_gpu,
+            UNSEEN_LLM: ~np.isin(architecture_groups(rows).astype(str), self.architectures),
+            UNSEEN_SETUP: new_setup,
+        }
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """JSON-ready (for the model card)."""
+        return {
+            "gpus": list(self.gpus),
+            "architectures": list(self.architectures),
+            "setups": list(self.setups),
+            "gpu_setups": list(self.gpu_setups),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Seen:
+        """The inverse of ``to_dict``."""
+        return cls(
+            tuple(data["gpus"]),
+            tuple(data["architectures"]),
+            tuple(data["setups"]),
+            tuple(data["gpu_setups"]),
+        )
+
+
+def _pairs(gpus: np.ndarray, setups: np.ndarray) -> np.ndarray:
+    return np.char.add(np.char.add(gpus.astype(str), "|"), setups.astype(str))
+
+
+def novelty_labels(unseen: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    """Each row's kinds of novelty in words: ``measured``, or the unseen kinds joined by " + "."""
+    out = np.full(n, "", dtype=object)
+    for kind in KINDS[1:]:
+        mask = np.asarray(unseen.get(kind, np.zeros(n, bool)), dtype=bool)
+        out[mask] = np.where(out[mask] == "", kind, out[mask] + " + " + kind)
+    out[out == ""] = MEASURED
+    return out
