@@ -216,12 +216,14 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     assert answer.stdout.startswith("NVIDIA L4 · meta-llama/Llama-3.1-8B-Instruct · offline")
     lines = answer.stdout.splitlines()
     assert {line.split(" ")[0] for line in lines} >= {"power", "itl"}, answer.stdout
-    # the intervals' coverage and width on each GPU when it was held out, as a table and as JSON
+    # the intervals' coverage and width on each held-out GPU (and fold, LLM block), bounded as
+    # served, as a table and as JSON
     intervals = _wattgpu(
         "evaluate", "--target", "itl", "--intervals", "true", cwd=elsewhere, uri=uri
     )
     assert intervals.returncode == 0, intervals.stderr[-2000:]
-    assert "| gpu | scenario | rows | coverage % | median width % |" in intervals.stdout
+    header = "| split | held out | scenario | rows | coverage % | median width % | served as |"
+    assert header in intervals.stdout
     as_json = _wattgpu(
         "evaluate",
         "--target",
@@ -235,7 +237,10 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     )
     cells = json.loads(as_json.stdout)
     held_out = pd.read_csv(small_data)
-    assert {c["gpu"] for c in cells} == set(held_out.loc[held_out["itl_s"].notna(), "gpu"])
+    by_gpu = [c for c in cells if c["split"] == "LOGO"]
+    assert {c["gpu"] for c in by_gpu} == set(held_out.loc[held_out["itl_s"].notna(), "gpu"])
+    assert {c["novelty"] for c in by_gpu} <= {"unseen GPU", "unseen set-up", "unseen LLM"}
+    assert {"CV", "LOGO", "LOLO"} <= {c["split"] for c in cells}
     assert all(0.0 <= c["interval_coverage"] <= 1.0 and c["n_rows"] > 0 for c in cells)
 
     # a later version arrives as a challenger: production stays where it was

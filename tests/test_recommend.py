@@ -474,3 +474,28 @@ def test_registry_cli_json_plot_and_mlflow_run(store, tmp_path, monkeypatch):
     assert run.data.metrics["best_power_w"] == pytest.approx(records[0]["power_w"])
     hopeless = CliRunner().invoke(cli, ["recommend", *TICKETS, "--itl-slo-ms", "0.1"])
     assert hopeless.exit_code == 3 and "no GPU meets ITL ≤ 0.1 ms; closest: " in hopeless.output
+
+
+def test_each_ranked_gpu_says_what_its_interval_is_calibrated_for(small_catalog):
+    measured = {"NVIDIA H100 SXM5": "measured", "NVIDIA L4": "unseen GPU + unseen set-up"}
+
+    def predictor(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+        return hand_predictor(queries, target).assign(novelty=queries["gpu"].map(measured))
+
+    table = rec.recommend(
+        LLM_8B, catalog=small_catalog, predictor=predictor, rate=0.2, itl_slo_ms=80
+    )
+    rows = by_gpu(table)
+    assert rows["NVIDIA L4"]["itl_novelty"] == "unseen GPU + unseen set-up"
+    assert rows["NVIDIA H100 SXM5"]["power_novelty"] == "measured"
+    # the L4's 60 ms meets 80 ms, its upper end (90 ms) does not: the verdict says why so wide
+    assert rec.verdict(table, itl_slo_ms=80).endswith(
+        "up to 90 ms at the upper end of its interval, an interval for unseen GPU + unseen set-up)"
+    )
+    assert "ITL interval for" in rec_table_header(table)
+
+
+def rec_table_header(table: pd.DataFrame) -> str:
+    from wattgpu.cli_recommend import format_table
+
+    return format_table(table).splitlines()[0]

@@ -142,13 +142,17 @@ class IntervalModel:
     coverage: float = COVERAGE
 
     def calibration(self, kind: str) -> Calibration:
-        """``kind``'s calibration; an unseen GPU's (not validated) for a kind without one."""
+        """``kind``'s calibration; for a kind without one, borrowed and not validated.
+
+        Borrowed from an unseen GPU's (every interval model of a main job has it), else from
+        the widest one there is.
+        """
         if kind in self.calibrations:
             return self.calibrations[kind]
-        borrowed = self.calibrations[UNSEEN_GPU]
-        return Calibration(
-            borrowed.q_low, borrowed.q_high, dict(borrowed.by_scenario), borrowed=True
+        lender = self.calibrations.get(UNSEEN_GPU) or max(
+            self.calibrations.values(), key=lambda c: c.q_high - c.q_low
         )
+        return Calibration(lender.q_low, lender.q_high, dict(lender.by_scenario), borrowed=True)
 
     def kinds(self, rows: pd.DataFrame | Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Per kind, which rows fall in it (``measured``: none of the unseen kinds)."""
@@ -295,8 +299,8 @@ def fit_interval(
         recipe: the target's recipe (the difficulty model's settings, the calibration's folds).
         frame: training rows with features.
         residuals: per kind (``unseen.KINDS``), each row's ``log(true / pred)`` from the split
-            that held that kind out (``kind_residuals``; NaN where it has none). The unseen
-            GPU's are required: the difficulty model learns from them.
+            that held that kind out (``kind_residuals``; NaN where it has none). The difficulty
+            model learns from the unseen GPU's (else from the first kind given).
         coverage: nominal coverage of the central interval.
         seed: CatBoost's and the inner folds' seed.
 
@@ -306,7 +310,9 @@ def fit_interval(
 
     """
     gpus = frame["gpu"].to_numpy()
-    anchor = np.asarray(residuals[UNSEEN_GPU], float)
+    anchor = np.asarray(
+        residuals[UNSEEN_GPU if UNSEEN_GPU in residuals else next(iter(residuals))], float
+    )
     model = fit_difficulty(recipe, frame, anchor, seed)
     scale = _cross_fitted_difficulty(recipe, frame, anchor, gpus, seed)
     scenarios = frame["scenario"].to_numpy().astype(str)
