@@ -108,6 +108,8 @@ def test_unseen_gpu_described_by_specs(server):
     assert response.status_code == 200, response.text
     answer = response.json()["predictions"][0]
     assert 20 < answer["prediction"] <= 600 and "described by its specs" in answer["warnings"]
+    # and its interval says it is calibrated for a GPU nobody measured
+    assert "unseen GPU" in answer["novelty"]
 
 
 @pytest.mark.parametrize(

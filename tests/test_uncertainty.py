@@ -68,9 +68,10 @@ def test_a_scenario_gets_its_own_factors_only_from_enough_rows_of_two_gpus():
     # -> the 210th, 90 (120 negatives, then 1 .. 90)
     assert (calibration.q_low, calibration.q_high) == (-110.0, 90.0)
     assert calibration.not_validated == ("server",)
-    # with fewer than 100 rows a scenario of two GPUs is pooled too, but validated
+    # with fewer than 100 rows a scenario of two GPUs is pooled too, but validated; a scenario
+    # with no rows at all (no server among the first 99) is none of its business
     few = calibrate(scores[:99], scenarios[:99], gpus[:99], gpus[:99], 100, 0.9)
-    assert few.by_scenario == {} and few.not_validated == ("server",)
+    assert few.by_scenario == {} and few.not_validated == ()
 
 
 def test_the_factors_of_a_row_are_its_scenarios_or_the_pooled_ones():
