@@ -556,6 +556,7 @@ def assess(
             len(rows), list(split_indices(rows, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
         )
         for split in oof
+        if split in recipe.interval_checks
     }
     return Assessment(table, oof, check_intervals(recipe, rows, oof, folds, seed=seed))
 

@@ -56,6 +56,8 @@ class Recipe:
         folds: folds of grouped cross-validation and blocks of the leave-LLMs-out split.
         lolo_tuning_blocks: studies of the nested leave-one-LLM-out evaluation.
         startup_trials: random trials before the TPE sampler starts modelling.
+        interval_checks: the splits whose held-out groups the main job bounds as served to
+            check its intervals (``interval_check``; the accuracy bench checks all four).
         novelty_scale: the distance from the training rows (``novelty``, in decades outside
             their ranges, one per unseen engine) at which a query's learnt correction keeps 1/e
             of itself; infinite keeps it whole.
@@ -74,6 +76,7 @@ class Recipe:
     folds: Folds
     lolo_tuning_blocks: int
     startup_trials: int
+    interval_checks: tuple[str, ...]
     novelty_scale: float = math.inf
 
     def catboost_params(self, tuned: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -168,6 +171,9 @@ _FULL = {
     "lolo_tuning_blocks": 5,
     # Well below the main job's 10 trials, so that TPE models the last ones.
     "startup_trials": 4,
+    # The kinds a user's query most often is, an unseen GPU or set-up: each check is an interval
+    # model per held-out group, and all four splits cost the main job 3.5x the fits of these two.
+    "interval_checks": ("LOGO", "LOSO"),
 }
 
 # CatBoost's fit time here is bound by iterations, not rows (30 fit in 0.06 s, 300 in 0.5 s).
@@ -194,6 +200,8 @@ _FAST = {
     "folds": Folds(cv=3, llm_blocks=3),
     "lolo_tuning_blocks": 2,
     "startup_trials": 2,
+    # every split: cheap here, and the tests see every kind checked
+    "interval_checks": ("CV", "LOGO", "LOLO", "LOSO"),
 }
 
 _SETTINGS = {"full": _FULL, "fast": _FAST}
