@@ -15,6 +15,17 @@ import pandas as pd
 SMALL = 64
 
 
+def blanks(values: np.ndarray) -> np.ndarray:
+    """Where ``values`` are blank (None, NaN, NA), like ``pd.isna`` of an array.
+
+    A float array needs no look at its cells' types: ``np.isnan`` is one ufunc call, ``pd.isna``
+    a few microseconds of dispatch per call, which adds up over the ~50 columns of a query.
+    """
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    return pd.isna(values)
+
+
 def unique_codes(values: Any) -> tuple[np.ndarray, list[Any]]:
     """Codes (positions in ``uniques``) of each value, and the distinct values in first-seen order.
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import unique_codes
+from wattgpu.arrays import blanks, unique_codes
 from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
@@ -127,9 +127,17 @@ RAW_GPU_SPECS = (
 
 
 def columns_of(frame: pd.DataFrame | Mapping[str, Any]) -> Columns:
-    """A frame's (or a mapping's) columns as numpy arrays (no copy where pandas allows)."""
-    names = frame.columns if isinstance(frame, pd.DataFrame) else frame
-    return {str(c): np.asarray(frame[c]) for c in names}
+    """A frame's (or a mapping's) columns as numpy arrays (no copy where pandas allows).
+
+    Columns already held as arrays are taken as they are: every feature step starts here, and a
+    served query's ~100 columns are arrays from end to end.
+    """
+    if isinstance(frame, pd.DataFrame):
+        return {str(c): np.asarray(frame[c]) for c in frame.columns}
+    return {
+        str(c): v if type(v) is np.ndarray else np.asarray(v)
+        for c, v in frame.items()
+    }
 
 
 def _as_given(columns: Columns, given: Any) -> Any:
@@ -152,7 +160,7 @@ def _floats(values: Any) -> np.ndarray:
 
 def _filled(values: np.ndarray, default: Any) -> np.ndarray:
     """``values`` with blanks (None, NaN) replaced by ``default`` (an array or a scalar)."""
-    return np.where(pd.isna(values), default, values)
+    return np.where(blanks(values), default, values)
 
 
 def _map_unique(values: np.ndarray, func: Callable[[Any], Any], dtype: Any) -> np.ndarray:
@@ -199,22 +207,24 @@ def fill_workload_defaults(rows: Rows) -> Rows:
         ("num_gpus", DEFAULT_NUM_GPUS),
         ("dtype", DEFAULT_DTYPE),
     ):
-        out[column] = np.full(n, default, dtype=object if isinstance(default, str) else float)
-        if column in columns:
-            out[column] = _filled(columns[column], default)
+        out[column] = (
+            _filled(columns[column], default)
+            if column in columns
+            else np.full(n, default, dtype=object if isinstance(default, str) else float)
+        )
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
     out["users"] = _users(columns, n)
     # A closed loop's rate is what its users achieved: an outcome of the latency, which no query
     # can send (log(users / rate) is the request time). Its load is the users.
     out["request_rate_rps"] = np.where(np.isnan(out["users"]), out["request_rate_rps"], np.nan)
-    out["engine_year"] = engine_year(columns)
-    if "dtype" not in columns or pd.isna(columns["dtype"]).any():
+    out["engine_year"] = _engine_year(columns, n)
+    if "dtype" not in columns or blanks(columns["dtype"]).any():
         # a row that names no format: the checkpoint's own where it ships below 16 bits
         shipped = _get(columns, "llm_weight_format", n)
         quantized = bytes_per_param(shipped) < 2.0
         given = columns["dtype"] if "dtype" in columns else np.full(n, None, dtype=object)
-        out["dtype"] = np.where(pd.isna(given) & quantized, shipped, out["dtype"])
+        out["dtype"] = np.where(blanks(given) & quantized, shipped, out["dtype"])
     return _as_given(out, rows)
 
 
@@ -240,11 +250,16 @@ def engine_year(rows: pd.DataFrame | Columns) -> Any:
     array for columns.
     """
     columns = columns_of(rows)
-    n = _length(columns)
+    return _column_as_given(_engine_year(columns, _length(columns)), rows)
+
+
+def _engine_year(columns: Columns, n: int) -> np.ndarray:
     engines = _filled(np.asarray(_get(columns, "engine", n), dtype=object), DEFAULT_ENGINE)
-    stated = pd.to_numeric(_get(columns, "engine_year", n), errors="coerce").astype(float)
+    stated = _get(columns, "engine_year", n)
+    if stated.dtype != np.float64:
+        stated = pd.to_numeric(stated, errors="coerce").astype(float)
     versions = np.asarray(_get(columns, "engine_version", n), dtype=object)
-    return _column_as_given(engine_years(engines, versions, stated), rows)
+    return engine_years(engines, versions, stated)
 
 
 def itl_statistic(kind: Column) -> Column:
