@@ -151,7 +151,15 @@ ALL_FIELDS = (
     *LLM_TEXT_SPEC_FIELDS,
 )
 NUMERIC_FIELDS = (*WORKLOAD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
+KNOWN_FIELDS = frozenset(ALL_FIELDS)
 DTYPES = tuple(BYTES_PER_PARAM)
+# What the checks of an LLM's shape read from the catalogue (``_check_llm_shape``).
+LISTED_SHAPE = (
+    "llm_num_experts",
+    "llm_experts_per_token",
+    "llm_params_b",
+    "llm_active_params_b",
+)
 
 
 def show(value: Any) -> str:
@@ -202,8 +210,13 @@ def _check_range(numbers: np.ndarray, field: str, values: np.ndarray) -> None:
         raise QueryError(f"{field} must be {rule.describe()}; got {show(values[row])}", field, row)
 
 
-def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
-    """A text column, stripped; blank -> None (or an error when ``required``)."""
+def _text(
+    values: np.ndarray, field: str, required: bool, allowed: tuple[str, ...] = ()
+) -> np.ndarray:
+    """A text column, stripped; blank -> None (or an error when ``required``).
+
+    ``allowed``: the only values the field may take (any when empty).
+    """
 
     def clean(value: Any) -> tuple[str | None, str | None]:
         if value is None or value is pd.NA or (isinstance(value, float) and value != value):
@@ -223,6 +236,13 @@ def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
     for code, (_, error) in enumerate(cleaned):
         if error:
             raise QueryError(error, field, _first(codes == code))
+    for code, (text, _) in enumerate(cleaned):
+        if allowed and text not in allowed:
+            raise QueryError(
+                f"{field} must be one of {', '.join(allowed)}; got {show(text)}",
+                field,
+                _first(codes == code),
+            )
     mapped = np.empty(len(cleaned), dtype=object)
     mapped[:] = [text for text, _ in cleaned]
     return mapped[codes]
@@ -270,36 +290,41 @@ def _frame_checks(frame: pd.DataFrame | None) -> None:
         )
 
 
+def _given_fields(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The known fields the frame gives, as arrays (each column read once; others ignored).
+
+    Raises:
+        QueryError: a field is given twice.
+
+    """
+    given: dict[str, np.ndarray] = {}
+    for column, values in frame.items():
+        if column in KNOWN_FIELDS:
+            if column in given:
+                raise QueryError(f"column {show(column)} is given more than once", str(column))
+            given[str(column)] = values.to_numpy()
+    return given
+
+
 def _typed_columns(frame: pd.DataFrame) -> Columns:
     """Every known field, typed and range-checked (absent -> NaN or None)."""
     n = len(frame)
-    given = set(frame.columns)
+    given = _given_fields(frame)
     # one shared read-only column for every absent field: later steps make new arrays
-    blank = np.full(n, np.nan)
-    blank.flags.writeable = False
+    blank, none = np.full(n, np.nan), np.full(n, None, dtype=object)
+    blank.flags.writeable = none.flags.writeable = False
     out: Columns = {}
     for field in REQUIRED_FIELDS:
-        out[field] = _text(frame[field].to_numpy(), field, required=True)
-    row = _first(~np.isin(out["scenario"], SCENARIOS))
-    if row is not None:
-        raise QueryError(
-            f"scenario must be one of {', '.join(SCENARIOS)}; got {show(out['scenario'][row])}",
-            "scenario",
-            row,
-        )
+        allowed = SCENARIOS if field == "scenario" else ()
+        out[field] = _text(given[field], field, required=True, allowed=allowed)
     for field in NUMERIC_FIELDS:
         if field not in given:
             out[field] = blank
             continue
-        values = frame[field].to_numpy()
-        out[field] = _numbers(values, field)
-        _check_range(out[field], field, values)
+        out[field] = _numbers(given[field], field)
+        _check_range(out[field], field, given[field])
     for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
-        out[field] = (
-            _text(frame[field].to_numpy(), field, required=False)
-            if field in given
-            else np.full(n, None, dtype=object)
-        )
+        out[field] = _text(given[field], field, required=False) if field in given else none
     _check_dtype(out["dtype"])
     _check_engine_version(out["engine"], out["engine_version"])
     return out
@@ -426,7 +451,7 @@ def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
             "llm_num_kv_heads",
             row,
         )
-    listed = catalog.spec_arrays("llm", out["model"])
+    listed = catalog.spec_arrays("llm", out["model"], LISTED_SHAPE)
     experts = _given_or_listed(out, listed, "llm_num_experts")
     row = _first(_given_or_listed(out, listed, "llm_experts_per_token") > experts)
     if row is not None:
@@ -466,8 +491,7 @@ def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
 
     """
     _frame_checks(frame)
-    frame = frame.reset_index(drop=True)
-    out = _typed_columns(frame)
+    out = _typed_columns(frame)  # positional arrays: the frame's index plays no part
     _check_load(out)
     _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED)
     _resolve("llm", out, catalog, LLM_SPEC_REQUIRED)
