@@ -187,9 +187,16 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     _flag_engines(notes, features, domain)
     for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
         if column in features:
-            known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
+            known = _known(np.asarray(features[column]))
             notes.flag(~known, f"{kind} described by its specs, not in the catalogue")
     return notes.joined()
+
+
+def _known(in_catalog: np.ndarray) -> np.ndarray:
+    """Catalogue flags as booleans, blank counting as known (the checked queries' are bool)."""
+    if in_catalog.dtype == bool:
+        return in_catalog
+    return pd.Series(in_catalog).fillna(True).astype(bool).to_numpy()
 
 
 def _distinct(values: Any, func: Callable[[Any], Any]) -> np.ndarray:
