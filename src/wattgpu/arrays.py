@@ -32,6 +32,10 @@ def unique_codes(values: Any) -> tuple[np.ndarray, list[Any]]:
     Blanks (None, NaN) are values like any other. Raises ``TypeError`` for unhashable values.
     """
     array = np.asarray(values, dtype=object)
+    if len(array) > SMALL and isinstance(array[0], str) and (array == array[0]).all():
+        # one text over the whole batch (a scenario, an engine, one GPU): a comparison per
+        # value costs a third of hashing each one
+        return np.zeros(len(array), dtype=np.intp), [array[0]]
     if len(array) > SMALL:
         # pandas' own keeping of blanks (``use_na_sentinel=False``) first runs ``isna`` over the
         # whole object array, a third of the cost: blanks are coded -1 here and put in place

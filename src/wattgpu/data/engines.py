@@ -70,6 +70,8 @@ class EngineReleases:
 
     def years_of(self, engines: np.ndarray, versions: np.ndarray) -> np.ndarray:
         """``release_year`` of each (engine, version) pair, NaN where unknown."""
+        if blanks(versions).all():  # no version stated: no pair to look up
+            return np.full(len(engines), np.nan)
         codes, uniques = pair_codes(engines, versions)
         looked_up = np.array([self.release_year(e, v) for e, v in uniques], dtype=float)
         return looked_up[codes] if len(uniques) else np.full(len(engines), np.nan)

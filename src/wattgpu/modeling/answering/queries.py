@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import pair_codes, unique_codes
+from wattgpu.arrays import blanks, pair_codes, unique_codes
 from wattgpu.data.catalog import (
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
@@ -332,8 +332,10 @@ def _typed_columns(frame: pd.DataFrame) -> Columns:
 
 def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
     """A stated engine version must be one ``data/engines.csv`` dates (else: say which are)."""
+    if blanks(version).all():  # nothing stated: nothing to look up
+        return
     table = releases()
-    named = np.where(pd.isna(engine), DEFAULT_ENGINE, engine).astype(object)
+    named = np.where(blanks(engine), DEFAULT_ENGINE, engine).astype(object)
     codes, uniques = pair_codes(named, version)
     for code, (name, given) in enumerate(uniques):
         if pd.isna(given) or np.isfinite(table.release_year(name, given)):
@@ -352,6 +354,8 @@ def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
 
 
 def _check_dtype(dtype: np.ndarray) -> None:
+    if blanks(dtype).all():
+        return
     known = {d.lower() for d in DTYPES}
     codes, uniques = unique_codes(dtype)
     for code, value in enumerate(uniques):
