@@ -157,7 +157,10 @@ def _floats(values: Any) -> np.ndarray:
 
 def _filled(values: np.ndarray, default: Any) -> np.ndarray:
     """``values`` with blanks (None, NaN) replaced by ``default`` (an array or a scalar)."""
-    return np.where(blanks(values), default, values)
+    blank = blanks(values)
+    if isinstance(default, np.ndarray) and default.dtype == values.dtype and blank.all():
+        return default  # what np.where would copy (a query's absent specs: the catalogue's)
+    return np.where(blank, default, values)
 
 
 def _map_unique(values: np.ndarray, func: Callable[[Any], Any], dtype: Any) -> np.ndarray:
