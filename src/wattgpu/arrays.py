@@ -32,7 +32,7 @@ def unique_codes(values: Any) -> tuple[np.ndarray, list[Any]]:
     Blanks (None, NaN) are values like any other. Raises ``TypeError`` for unhashable values.
     """
     array = np.asarray(values, dtype=object)
-    if len(array) > SMALL and isinstance(array[0], str) and (array == array[0]).all():
+    if len(array) > SMALL and _one_text(array):
         # one text over the whole batch (a scenario, an engine, one GPU): a comparison per
         # value costs a third of hashing each one
         return np.zeros(len(array), dtype=np.intp), [array[0]]
@@ -52,6 +52,17 @@ def unique_codes(values: Any) -> tuple[np.ndarray, list[Any]]:
     for i, value in enumerate(array.tolist()):
         codes[i] = index.setdefault(value, len(index))
     return codes, list(index)
+
+
+def _one_text(array: np.ndarray) -> bool:
+    """Whether every value is the same string (the ends are compared first, for a quick no)."""
+    first, last = array[0], array[-1]
+    if not (isinstance(first, str) and isinstance(last, str) and first == last):
+        return False
+    try:
+        return bool((array == first).all())
+    except (TypeError, ValueError):  # a value whose == is no boolean: code it by hashing
+        return False
 
 
 def pair_codes(first: Any, second: Any) -> tuple[np.ndarray, list[tuple[Any, Any]]]:

@@ -217,6 +217,14 @@ def _text(
 
     ``allowed``: the only values the field may take (any when empty).
     """
+    codes, texts = _coded_text(values, field, required, allowed)
+    return texts[codes]
+
+
+def _coded_text(
+    values: np.ndarray, field: str, required: bool, allowed: tuple[str, ...] = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_text`` as codes and the text of each code (one per distinct value given)."""
 
     def clean(value: Any) -> tuple[str | None, str | None]:
         if value is None or value is pd.NA or (isinstance(value, float) and value != value):
@@ -245,7 +253,7 @@ def _text(
             )
     mapped = np.empty(len(cleaned), dtype=object)
     mapped[:] = [text for text, _ in cleaned]
-    return mapped[codes]
+    return codes, mapped
 
 
 def query_frame(payload: Any) -> pd.DataFrame:
@@ -306,17 +314,22 @@ def _given_fields(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return given
 
 
-def _typed_columns(frame: pd.DataFrame) -> Columns:
-    """Every known field, typed and range-checked (absent -> NaN or None)."""
+def _typed_columns(frame: pd.DataFrame) -> tuple[Columns, dict[str, tuple[np.ndarray, list]]]:
+    """Every known field, typed and range-checked (absent -> NaN or None).
+
+    Also the codes of the required text fields, and the text of each code (for ``_resolve``).
+    """
     n = len(frame)
     given = _given_fields(frame)
     # one shared read-only column for every absent field: later steps make new arrays
     blank, none = np.full(n, np.nan), np.full(n, None, dtype=object)
     blank.flags.writeable = none.flags.writeable = False
     out: Columns = {}
+    coded = {}
     for field in REQUIRED_FIELDS:
         allowed = SCENARIOS if field == "scenario" else ()
-        out[field] = _text(given[field], field, required=True, allowed=allowed)
+        codes, texts = _coded_text(given[field], field, required=True, allowed=allowed)
+        out[field], coded[field] = texts[codes], (codes, list(texts))
     for field in NUMERIC_FIELDS:
         if field not in given:
             out[field] = blank
@@ -327,7 +340,7 @@ def _typed_columns(frame: pd.DataFrame) -> Columns:
         out[field] = _text(given[field], field, required=False) if field in given else none
     _check_dtype(out["dtype"])
     _check_engine_version(out["engine"], out["engine_version"])
-    return out
+    return out, coded
 
 
 def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
@@ -406,14 +419,21 @@ def _check_load(out: Columns) -> None:
         )
 
 
-def _resolve(kind: str, out: Columns, catalog: Catalog, required: tuple[str, ...]) -> None:
+def _resolve(
+    kind: str,
+    out: Columns,
+    catalog: Catalog,
+    required: tuple[str, ...],
+    coded: tuple[np.ndarray, list],
+) -> None:
     """Put canonical names in ``out[key]`` and flags in ``out[kind_in_catalog]``.
 
     Names resolve through ``Catalog.match`` (aliases, then families). A row that names no single
     catalogue GPU/LLM without describing it is an error (with the variants or close matches).
+    ``coded``: the names' codes and the name of each code (``_typed_columns``).
     """
     key = "gpu" if kind == "gpu" else "model"
-    codes, uniques = unique_codes(out[key])
+    codes, uniques = coded
     matches = [catalog.match(kind, u) for u in uniques]
     in_catalog = np.array([m.canonical is not None for m in matches])[codes]
     names = np.empty(len(uniques), dtype=object)
@@ -495,10 +515,10 @@ def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
 
     """
     _frame_checks(frame)
-    out = _typed_columns(frame)  # positional arrays: the frame's index plays no part
+    out, coded = _typed_columns(frame)  # positional arrays: the frame's index plays no part
     _check_load(out)
-    _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED)
-    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED)
+    _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED, coded["gpu"])
+    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED, coded["model"])
     _check_llm_shape(out, catalog)
     return out
 
