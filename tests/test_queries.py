@@ -294,3 +294,18 @@ def test_warnings_of_several_models_name_the_model_they_belong_to():
     merged = merged_warnings({"power": "a; b", "itl": "a", "ttft": "a; c"})
     assert merged == "a; power: b; ttft: c"
     assert merged_warnings({"power": "", "itl": ""}) == ""
+
+
+def test_a_field_given_twice_is_refused_by_name(small_catalog):
+    frame = pd.DataFrame([[*OK.values(), 1.0]], columns=[*OK, "request_rate_rps"])
+    with pytest.raises(QueryError) as refused:
+        check_queries(frame, small_catalog)
+    assert str(refused.value) == "column 'request_rate_rps' is given more than once"
+    assert refused.value.field == "request_rate_rps"
+
+
+def test_an_unknown_scenario_names_the_first_row_with_it(small_catalog):
+    rows = [OK, {**OK, "scenario": " batch "}, {**OK, "scenario": "batch"}]
+    with pytest.raises(QueryError) as refused:
+        check(*rows, catalog=small_catalog)
+    assert str(refused.value) == "row 1: scenario must be one of offline, server; got 'batch'"

@@ -123,11 +123,14 @@ class SpecArrays:
     Attributes:
         rows: canonical name -> row number.
         arrays: column -> one value per row (float for numbers, object for text).
+        blocks: the same columns stacked by dtype, one ``(columns, rows)`` array each with the
+            names of its columns, so that a lookup takes every column of a dtype at once.
 
     """
 
     rows: dict[str, int]
     arrays: dict[str, np.ndarray]
+    blocks: tuple[tuple[tuple[str, ...], np.ndarray], ...] = field(default=(), repr=False)
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, key: str, prefix: str) -> SpecArrays:
@@ -140,21 +143,43 @@ class SpecArrays:
             else values.to_numpy(dtype=object)
             for column, values in specs.items()
         }
-        return cls(rows, arrays)
+        by_dtype: dict[np.dtype, list[str]] = {}
+        for column, values in arrays.items():
+            by_dtype.setdefault(values.dtype, []).append(column)
+        blocks = tuple(
+            (tuple(columns), np.stack([arrays[c] for c in columns]))
+            for columns in by_dtype.values()
+        )
+        return cls(rows, arrays, blocks)
 
-    def take(self, names: np.ndarray) -> dict[str, np.ndarray]:
-        """Each column's values for canonical ``names``; NaN for a name not in the table."""
+    def take(
+        self, names: np.ndarray, columns: tuple[str, ...] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Each column's (or each of ``columns``') values for canonical ``names``.
+
+        NaN for a name not in the table.
+        """
         codes, uniques = unique_codes(names)
         found = np.array([self.rows.get(str(u), -1) for u in uniques], dtype=np.intp)[codes]
         missing = found < 0
-        out = {}
-        for column, values in self.arrays.items():
-            taken = values.take(np.where(missing, 0, found))
-            if missing.any():
-                taken = taken.copy()
-                taken[missing] = np.nan
-            out[column] = taken
-        return out
+        if missing.any():
+            found = np.where(missing, 0, found)
+        else:
+            missing = None
+        if columns is not None:
+            return {c: _take(self.arrays[c], found, missing) for c in columns}
+        taken = {}
+        for labels, block in self.blocks:
+            taken.update(zip(labels, _take(block, found, missing), strict=True))
+        return {c: taken[c] for c in self.arrays}
+
+
+def _take(values: np.ndarray, rows: np.ndarray, missing: np.ndarray | None) -> np.ndarray:
+    """``values``' entries (along the last axis) at ``rows``, NaN where ``missing``."""
+    taken = values.take(rows, axis=-1)
+    if missing is not None:
+        taken[..., missing] = np.nan
+    return taken
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,13 +250,15 @@ class Catalog:
         )
         return cls.from_frames(gpus, llms)
 
-    def spec_arrays(self, kind: str, names: np.ndarray) -> dict[str, np.ndarray]:
+    def spec_arrays(
+        self, kind: str, names: np.ndarray, columns: tuple[str, ...] | None = None
+    ) -> dict[str, np.ndarray]:
         """The ``gpu_*`` (``kind="gpu"``) or ``llm_*`` spec columns for canonical ``names``.
 
         Numeric columns are float arrays, text ones object arrays; a name that is not a canonical
-        one gets NaN in every column.
+        one gets NaN in every column. ``columns``: only these (default: all).
         """
-        return (self.gpu_specs if kind == "gpu" else self.llm_specs).take(names)
+        return (self.gpu_specs if kind == "gpu" else self.llm_specs).take(names, columns)
 
     def match(self, kind: str, name: str) -> NameMatch:
         """Resolve a GPU (``kind="gpu"``) or LLM name: the one resolver behind every lookup.

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import pair_codes
+from wattgpu.arrays import blanks, pair_codes, unique_codes
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.errors import DataError
 
@@ -70,6 +70,8 @@ class EngineReleases:
 
     def years_of(self, engines: np.ndarray, versions: np.ndarray) -> np.ndarray:
         """``release_year`` of each (engine, version) pair, NaN where unknown."""
+        if blanks(versions).all():  # no version stated: no pair to look up
+            return np.full(len(engines), np.nan)
         codes, uniques = pair_codes(engines, versions)
         looked_up = np.array([self.release_year(e, v) for e, v in uniques], dtype=float)
         return looked_up[codes] if len(uniques) else np.full(len(engines), np.nan)
@@ -97,7 +99,7 @@ def engine_years(engines: np.ndarray, versions: np.ndarray, years: np.ndarray) -
     stated = np.asarray(years, dtype=float)
     engines = np.asarray(engines, dtype=object)
     by_version = table.years_of(engines, np.asarray(versions, dtype=object))
-    codes, uniques = pd.factorize(pd.Series(engines, dtype=object).fillna(DEFAULT_ENGINE))
+    codes, uniques = unique_codes(np.where(blanks(engines), DEFAULT_ENGINE, engines))
     today_of = np.array([table.current_year(e) for e in uniques], dtype=float)
     today = today_of[codes] if len(uniques) else np.full(len(engines), np.nan)
     today = np.where(np.isnan(today), table.current_year(DEFAULT_ENGINE), today)

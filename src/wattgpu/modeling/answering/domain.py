@@ -144,7 +144,7 @@ class Notes:
             return out.tolist()
         table = np.column_stack([codes for codes, _ in self.flags])
         flagged = np.flatnonzero((table >= 0).any(axis=1))
-        patterns, where = np.unique(table[flagged], axis=0, return_inverse=True)
+        where, patterns = _row_codes(table[flagged])
         texts = np.empty(len(patterns), dtype=object)
         texts[:] = [
             "; ".join(self.flags[k][1][code] for k, code in enumerate(row) if code >= 0)
@@ -152,6 +152,20 @@ class Notes:
         ]
         out[flagged] = texts[np.asarray(where).reshape(-1)]
         return out.tolist()
+
+
+def _row_codes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the distinct rows of a table of codes (each >= -1), and those rows.
+
+    The columns are combined into one integer key, recoded after each column so that it stays
+    below the row count: ``np.unique(axis=0)`` sorts the rows as bytes, ~5 ms for 4,000 rows.
+    """
+    key = np.zeros(len(table), dtype=np.int64)
+    for column in table.T:
+        key, _ = pd.factorize(key * (int(column.max(initial=-1)) + 2) + column + 1)
+    first = np.zeros(int(key.max(initial=-1)) + 1, dtype=np.intp)
+    first[key[::-1]] = np.arange(len(key) - 1, -1, -1)  # each code's first row
+    return key, table[first]
 
 
 def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list[str]:
@@ -187,9 +201,16 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     _flag_engines(notes, features, domain)
     for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
         if column in features:
-            known = pd.Series(np.asarray(features[column])).fillna(True).astype(bool).to_numpy()
+            known = _known(np.asarray(features[column]))
             notes.flag(~known, f"{kind} described by its specs, not in the catalogue")
     return notes.joined()
+
+
+def _known(in_catalog: np.ndarray) -> np.ndarray:
+    """Catalogue flags as booleans, blank counting as known (the checked queries' are bool)."""
+    if in_catalog.dtype == bool:
+        return in_catalog
+    return pd.Series(in_catalog).fillna(True).astype(bool).to_numpy()
 
 
 def _distinct(values: Any, func: Callable[[Any], Any]) -> np.ndarray:

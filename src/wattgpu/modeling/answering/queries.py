@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import pair_codes, unique_codes
+from wattgpu.arrays import blanks, pair_codes, unique_codes
 from wattgpu.data.catalog import (
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
@@ -151,7 +151,15 @@ ALL_FIELDS = (
     *LLM_TEXT_SPEC_FIELDS,
 )
 NUMERIC_FIELDS = (*WORKLOAD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
+KNOWN_FIELDS = frozenset(ALL_FIELDS)
 DTYPES = tuple(BYTES_PER_PARAM)
+# What the checks of an LLM's shape read from the catalogue (``_check_llm_shape``).
+LISTED_SHAPE = (
+    "llm_num_experts",
+    "llm_experts_per_token",
+    "llm_params_b",
+    "llm_active_params_b",
+)
 
 
 def show(value: Any) -> str:
@@ -202,8 +210,21 @@ def _check_range(numbers: np.ndarray, field: str, values: np.ndarray) -> None:
         raise QueryError(f"{field} must be {rule.describe()}; got {show(values[row])}", field, row)
 
 
-def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
-    """A text column, stripped; blank -> None (or an error when ``required``)."""
+def _text(
+    values: np.ndarray, field: str, required: bool, allowed: tuple[str, ...] = ()
+) -> np.ndarray:
+    """A text column, stripped; blank -> None (or an error when ``required``).
+
+    ``allowed``: the only values the field may take (any when empty).
+    """
+    codes, texts = _coded_text(values, field, required, allowed)
+    return texts[codes]
+
+
+def _coded_text(
+    values: np.ndarray, field: str, required: bool, allowed: tuple[str, ...] = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_text`` as codes and the text of each code (one per distinct value given)."""
 
     def clean(value: Any) -> tuple[str | None, str | None]:
         if value is None or value is pd.NA or (isinstance(value, float) and value != value):
@@ -223,9 +244,16 @@ def _text(values: np.ndarray, field: str, required: bool) -> np.ndarray:
     for code, (_, error) in enumerate(cleaned):
         if error:
             raise QueryError(error, field, _first(codes == code))
+    for code, (text, _) in enumerate(cleaned):
+        if allowed and text not in allowed:
+            raise QueryError(
+                f"{field} must be one of {', '.join(allowed)}; got {show(text)}",
+                field,
+                _first(codes == code),
+            )
     mapped = np.empty(len(cleaned), dtype=object)
     mapped[:] = [text for text, _ in cleaned]
-    return mapped[codes]
+    return codes, mapped
 
 
 def query_frame(payload: Any) -> pd.DataFrame:
@@ -270,45 +298,57 @@ def _frame_checks(frame: pd.DataFrame | None) -> None:
         )
 
 
-def _typed_columns(frame: pd.DataFrame) -> Columns:
-    """Every known field, typed and range-checked (absent -> NaN or None)."""
+def _given_fields(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The known fields the frame gives, as arrays (each column read once; others ignored).
+
+    Raises:
+        QueryError: a field is given twice.
+
+    """
+    given: dict[str, np.ndarray] = {}
+    for column, values in frame.items():
+        if column in KNOWN_FIELDS:
+            if column in given:
+                raise QueryError(f"column {show(column)} is given more than once", str(column))
+            given[str(column)] = values.to_numpy()
+    return given
+
+
+def _typed_columns(frame: pd.DataFrame) -> tuple[Columns, dict[str, tuple[np.ndarray, list]]]:
+    """Every known field, typed and range-checked (absent -> NaN or None).
+
+    Also the codes of the required text fields, and the text of each code (for ``_resolve``).
+    """
     n = len(frame)
-    given = set(frame.columns)
+    given = _given_fields(frame)
     # one shared read-only column for every absent field: later steps make new arrays
-    blank = np.full(n, np.nan)
-    blank.flags.writeable = False
+    blank, none = np.full(n, np.nan), np.full(n, None, dtype=object)
+    blank.flags.writeable = none.flags.writeable = False
     out: Columns = {}
+    coded = {}
     for field in REQUIRED_FIELDS:
-        out[field] = _text(frame[field].to_numpy(), field, required=True)
-    row = _first(~np.isin(out["scenario"], SCENARIOS))
-    if row is not None:
-        raise QueryError(
-            f"scenario must be one of {', '.join(SCENARIOS)}; got {show(out['scenario'][row])}",
-            "scenario",
-            row,
-        )
+        allowed = SCENARIOS if field == "scenario" else ()
+        codes, texts = _coded_text(given[field], field, required=True, allowed=allowed)
+        out[field], coded[field] = texts[codes], (codes, list(texts))
     for field in NUMERIC_FIELDS:
         if field not in given:
             out[field] = blank
             continue
-        values = frame[field].to_numpy()
-        out[field] = _numbers(values, field)
-        _check_range(out[field], field, values)
+        out[field] = _numbers(given[field], field)
+        _check_range(out[field], field, given[field])
     for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
-        out[field] = (
-            _text(frame[field].to_numpy(), field, required=False)
-            if field in given
-            else np.full(n, None, dtype=object)
-        )
+        out[field] = _text(given[field], field, required=False) if field in given else none
     _check_dtype(out["dtype"])
     _check_engine_version(out["engine"], out["engine_version"])
-    return out
+    return out, coded
 
 
 def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
     """A stated engine version must be one ``data/engines.csv`` dates (else: say which are)."""
+    if blanks(version).all():  # nothing stated: nothing to look up
+        return
     table = releases()
-    named = np.where(pd.isna(engine), DEFAULT_ENGINE, engine).astype(object)
+    named = np.where(blanks(engine), DEFAULT_ENGINE, engine).astype(object)
     codes, uniques = pair_codes(named, version)
     for code, (name, given) in enumerate(uniques):
         if pd.isna(given) or np.isfinite(table.release_year(name, given)):
@@ -327,6 +367,8 @@ def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
 
 
 def _check_dtype(dtype: np.ndarray) -> None:
+    if blanks(dtype).all():
+        return
     known = {d.lower() for d in DTYPES}
     codes, uniques = unique_codes(dtype)
     for code, value in enumerate(uniques):
@@ -377,14 +419,21 @@ def _check_load(out: Columns) -> None:
         )
 
 
-def _resolve(kind: str, out: Columns, catalog: Catalog, required: tuple[str, ...]) -> None:
+def _resolve(
+    kind: str,
+    out: Columns,
+    catalog: Catalog,
+    required: tuple[str, ...],
+    coded: tuple[np.ndarray, list],
+) -> None:
     """Put canonical names in ``out[key]`` and flags in ``out[kind_in_catalog]``.
 
     Names resolve through ``Catalog.match`` (aliases, then families). A row that names no single
     catalogue GPU/LLM without describing it is an error (with the variants or close matches).
+    ``coded``: the names' codes and the name of each code (``_typed_columns``).
     """
     key = "gpu" if kind == "gpu" else "model"
-    codes, uniques = unique_codes(out[key])
+    codes, uniques = coded
     matches = [catalog.match(kind, u) for u in uniques]
     in_catalog = np.array([m.canonical is not None for m in matches])[codes]
     names = np.empty(len(uniques), dtype=object)
@@ -426,7 +475,7 @@ def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
             "llm_num_kv_heads",
             row,
         )
-    listed = catalog.spec_arrays("llm", out["model"])
+    listed = catalog.spec_arrays("llm", out["model"], LISTED_SHAPE)
     experts = _given_or_listed(out, listed, "llm_num_experts")
     row = _first(_given_or_listed(out, listed, "llm_experts_per_token") > experts)
     if row is not None:
@@ -466,11 +515,10 @@ def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
 
     """
     _frame_checks(frame)
-    frame = frame.reset_index(drop=True)
-    out = _typed_columns(frame)
+    out, coded = _typed_columns(frame)  # positional arrays: the frame's index plays no part
     _check_load(out)
-    _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED)
-    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED)
+    _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED, coded["gpu"])
+    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED, coded["model"])
     _check_llm_shape(out, catalog)
     return out
 

@@ -83,7 +83,9 @@ class Pools:
     ) -> None:
         self.target = target
         self.label = None if label is None else np.asarray(label, dtype=float)
-        self.columns = feature_matrix(columns_of(frame), target)
+        # columns are copied into a new dict by feature_matrix itself; a frame is read once here
+        given = columns_of(frame) if isinstance(frame, pd.DataFrame) else frame
+        self.columns = feature_matrix(given, target)
         self.n = len(next(iter(self.columns.values())))
         self._numeric: np.ndarray | None = None
         self._categorical: np.ndarray | None = None
@@ -100,11 +102,13 @@ class Pools:
     def _features(self, without: tuple[str, ...]) -> Pool:
         if self._numeric is None:
             numeric = [c for c in NUMERIC_FEATURES if c in self.columns]
-            self._numeric = np.empty((self.n, len(numeric)), dtype=np.float32)
+            # column-major, as CatBoost holds features: a row-major matrix costs it a transposed
+            # copy (10,000 rows: 3 ms of numbers, 2 ms of categories, against 0.1 and 4 ms)
+            self._numeric = np.empty((self.n, len(numeric)), dtype=np.float32, order="F")
             for i, column in enumerate(numeric):
                 self._numeric[:, i] = self.columns[column]
             categorical = [c for c in CATEGORICAL_FEATURES if c in self.columns]
-            self._categorical = np.empty((self.n, len(categorical)), dtype=object)
+            self._categorical = np.empty((self.n, len(categorical)), dtype=object, order="F")
             for i, column in enumerate(categorical):
                 self._categorical[:, i] = self.columns[column]
         numeric = [c for c in NUMERIC_FEATURES if c in self.columns]
@@ -128,7 +132,7 @@ class Pools:
 
 def _columns(matrix: np.ndarray, keep: list[int]) -> np.ndarray:
     """The columns ``keep`` of ``matrix``: the matrix itself when it keeps them all."""
-    return matrix if len(keep) == matrix.shape[1] else matrix[:, keep]
+    return matrix if len(keep) == matrix.shape[1] else np.asfortranarray(matrix[:, keep])
 
 
 def pool(

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import unique_codes
+from wattgpu.arrays import blanks, unique_codes
 from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
@@ -127,9 +127,14 @@ RAW_GPU_SPECS = (
 
 
 def columns_of(frame: pd.DataFrame | Mapping[str, Any]) -> Columns:
-    """A frame's (or a mapping's) columns as numpy arrays (no copy where pandas allows)."""
-    names = frame.columns if isinstance(frame, pd.DataFrame) else frame
-    return {str(c): np.asarray(frame[c]) for c in names}
+    """A frame's (or a mapping's) columns as numpy arrays (no copy where pandas allows).
+
+    Columns already held as arrays are taken as they are: every feature step starts here, and a
+    served query's ~100 columns are arrays from end to end.
+    """
+    if isinstance(frame, pd.DataFrame):
+        return {str(c): np.asarray(frame[c]) for c in frame.columns}
+    return {str(c): v if type(v) is np.ndarray else np.asarray(v) for c, v in frame.items()}
 
 
 def _as_given(columns: Columns, given: Any) -> Any:
@@ -152,7 +157,10 @@ def _floats(values: Any) -> np.ndarray:
 
 def _filled(values: np.ndarray, default: Any) -> np.ndarray:
     """``values`` with blanks (None, NaN) replaced by ``default`` (an array or a scalar)."""
-    return np.where(pd.isna(values), default, values)
+    blank = blanks(values)
+    if isinstance(default, np.ndarray) and default.dtype == values.dtype and blank.all():
+        return default  # what np.where would copy (a query's absent specs: the catalogue's)
+    return np.where(blank, default, values)
 
 
 def _map_unique(values: np.ndarray, func: Callable[[Any], Any], dtype: Any) -> np.ndarray:
@@ -178,18 +186,24 @@ def attach_specs(rows: Rows, catalog: Catalog) -> Rows:
     Spec columns already present on a row (a query describing an uncatalogued GPU or LLM) win
     over the catalogue's; rows whose names are not in the catalogue keep only what they carry.
     """
-    columns = columns_of(rows)
+    return _as_given(_specs_attached(columns_of(rows), catalog), rows)
+
+
+def _specs_attached(columns: Columns, catalog: Catalog) -> Columns:
     out = dict(columns)
     for key, kind in (("gpu", "gpu"), ("model", "llm")):
         for column, looked_up in catalog.spec_arrays(kind, columns[key]).items():
             given = out.get(column)
             out[column] = looked_up if given is None else _filled(given, looked_up)
-    return _as_given(out, rows)
+    return out
 
 
 def fill_workload_defaults(rows: Rows) -> Rows:
     """Fill the workload fields a query may omit with the documented defaults."""
-    columns = columns_of(rows)
+    return _as_given(_workload_filled(columns_of(rows)), rows)
+
+
+def _workload_filled(columns: Columns) -> Columns:
     out = dict(columns)
     n = _length(columns)
     for column, default in (
@@ -199,23 +213,25 @@ def fill_workload_defaults(rows: Rows) -> Rows:
         ("num_gpus", DEFAULT_NUM_GPUS),
         ("dtype", DEFAULT_DTYPE),
     ):
-        out[column] = np.full(n, default, dtype=object if isinstance(default, str) else float)
-        if column in columns:
-            out[column] = _filled(columns[column], default)
+        out[column] = (
+            _filled(columns[column], default)
+            if column in columns
+            else np.full(n, default, dtype=object if isinstance(default, str) else float)
+        )
     for column in ("request_rate_rps", "batch_size"):
         out[column] = _floats(_get(columns, column, n))
     out["users"] = _users(columns, n)
     # A closed loop's rate is what its users achieved: an outcome of the latency, which no query
     # can send (log(users / rate) is the request time). Its load is the users.
     out["request_rate_rps"] = np.where(np.isnan(out["users"]), out["request_rate_rps"], np.nan)
-    out["engine_year"] = engine_year(columns)
-    if "dtype" not in columns or pd.isna(columns["dtype"]).any():
+    out["engine_year"] = _engine_year(columns, n)
+    if "dtype" not in columns or blanks(columns["dtype"]).any():
         # a row that names no format: the checkpoint's own where it ships below 16 bits
         shipped = _get(columns, "llm_weight_format", n)
         quantized = bytes_per_param(shipped) < 2.0
         given = columns["dtype"] if "dtype" in columns else np.full(n, None, dtype=object)
-        out["dtype"] = np.where(pd.isna(given) & quantized, shipped, out["dtype"])
-    return _as_given(out, rows)
+        out["dtype"] = np.where(blanks(given) & quantized, shipped, out["dtype"])
+    return out
 
 
 def _users(columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
@@ -240,11 +256,16 @@ def engine_year(rows: pd.DataFrame | Columns) -> Any:
     array for columns.
     """
     columns = columns_of(rows)
-    n = _length(columns)
+    return _column_as_given(_engine_year(columns, _length(columns)), rows)
+
+
+def _engine_year(columns: Columns, n: int) -> np.ndarray:
     engines = _filled(np.asarray(_get(columns, "engine", n), dtype=object), DEFAULT_ENGINE)
-    stated = pd.to_numeric(_get(columns, "engine_year", n), errors="coerce").astype(float)
+    stated = _get(columns, "engine_year", n)
+    if stated.dtype != np.float64:
+        stated = pd.to_numeric(stated, errors="coerce").astype(float)
     versions = np.asarray(_get(columns, "engine_version", n), dtype=object)
-    return _column_as_given(engine_years(engines, versions, stated), rows)
+    return engine_years(engines, versions, stated)
 
 
 def itl_statistic(kind: Column) -> Column:
@@ -292,7 +313,11 @@ def physics_features(rows: Rows) -> Rows:
     per active parameter at the tensor peak of the row's format (``tensor_tflops``);
     ``kv_bytes_per_token``: K and V, 16-bit, every KV layer.
     """
-    out = fill_workload_defaults(columns_of(rows))
+    return _as_given(_physics(columns_of(rows)), rows)
+
+
+def _physics(columns: Columns) -> Columns:
+    out = _workload_filled(columns)
     n = _length(out)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         num_gpus = np.maximum(_floats(out["num_gpus"]), 1.0)
@@ -330,7 +355,8 @@ def physics_features(rows: Rows) -> Rows:
         if kind is None
         else _map_unique(kind, _one_itl_statistic, object)
     )
-    return _as_given(with_prior(out), rows)
+    _add_prior(out)
+    return out
 
 
 def kv_bytes_per_token(out: Mapping[str, np.ndarray], tokens_per_seq: np.ndarray) -> np.ndarray:
@@ -431,9 +457,21 @@ def with_prior(
     same load look alike to the trees.
     """
     out = columns_of(rows)
+    _add_prior(out, constants, floors, effects, ttft)
+    return _as_given(out, rows)
+
+
+def _add_prior(
+    out: Columns,
+    constants: physics.PhysicalConstants = physics.DEFAULT_CONSTANTS,
+    floors: dict[str, float] | None = None,
+    effects: physics.EngineEffects | None = None,
+    ttft: physics.TtftTerms | None = None,
+) -> None:
+    """``with_prior``'s columns, added to ``out`` in place."""
     prior = physics.serving_model_columns(out, constants)
     effects = physics.DEFAULT_ENGINE_EFFECTS if effects is None else effects
-    years = out["engine_year"] if "engine_year" in out else engine_year(out)
+    years = out["engine_year"] if "engine_year" in out else _engine_year(out, _length(out))
     out["prior_power_w"] = prior["power_w"]
     # the release year scales the answer's base, never a feature, so that the trees cannot
     # amplify it: a year moves an answer by at most ``physics.MAX_YEAR_EFFECT``
@@ -441,10 +479,10 @@ def with_prior(
     out["prior_itl_s"] = engine_itl * np.exp(effects.year_log_factor(years))
     out["prior_prefill_share"] = prior["prefill_share"]
     if "itl_s" in out:
-        out["itl_median_s"] = median_itl(out)
+        out["itl_median_s"] = _median_itl(out)
     ttft = physics.DEFAULT_TTFT_TERMS if ttft is None else ttft
     out["prior_ttft_s"] = ttft.overhead_s + ttft.prefill_scale * _prior_ttft(out, prior["ttft_s"])
-    out["concurrency"] = concurrency(out, prior["concurrency"])
+    out["concurrency"] = _concurrency(out, prior["concurrency"])
     if "dense_weight_bytes" in out:
         with np.errstate(divide="ignore", invalid="ignore"):
             out["bandwidth_latency_s"] = _bandwidth_latency(out)
@@ -464,7 +502,6 @@ def with_prior(
         out["log_prior_itl_s"] = np.log(engine_itl)
         out["log_prior_power_cpu_tdp"] = np.log(out["prior_power_cpu_w"] / positive_tdp)
         out["log_prior_itl_cpu_s"] = np.log(step)
-    return _as_given(out, rows)
 
 
 def median_itl(rows: pd.DataFrame | Columns) -> Any:
@@ -479,13 +516,16 @@ def median_itl(rows: pd.DataFrame | Columns) -> Any:
     plain decode steps, so what is left is the typical gap: the median. Needs the prior columns
     (``with_prior``) and ``itl_statistic``. A Series for a frame, an array for columns.
     """
-    columns = columns_of(rows)
+    return _column_as_given(_median_itl(columns_of(rows)), rows)
+
+
+def _median_itl(columns: Columns) -> np.ndarray:
     n = _length(columns)
     itl = _floats(columns["itl_s"])
     statistic = _get(columns, "itl_statistic", n)
     with_prefills = np.isin(np.asarray(statistic, dtype=object), ITL_WITH_PREFILLS)
     share = _floats(columns["prior_prefill_share"])
-    return _column_as_given(np.where(with_prefills, itl * (1.0 - share), itl), rows)
+    return np.where(with_prefills, itl * (1.0 - share), itl)
 
 
 def _prior_ttft(columns: Mapping[str, np.ndarray], server_ttft: np.ndarray) -> np.ndarray:
@@ -509,12 +549,14 @@ def concurrency(rows: pd.DataFrame | Columns, server_concurrency: Any) -> Any:
     analytical model's Little's-law answer), at least 1. A Series for a frame, an array for
     columns.
     """
-    columns = columns_of(rows)
+    return _column_as_given(_concurrency(columns_of(rows), server_concurrency), rows)
+
+
+def _concurrency(columns: Columns, server_concurrency: Any) -> np.ndarray:
     engine_batch = np.minimum(ENGINE_MAX_BATCH, np.maximum(columns["max_concurrent_seqs"], 1.0))
     offline = _filled(_floats(columns["batch_size"]), engine_batch)
     server = np.maximum(np.asarray(server_concurrency, dtype=float), 1.0)
-    values = np.where(columns["scenario"] == "offline", offline, server).astype(float)
-    return _column_as_given(values, rows)
+    return np.where(columns["scenario"] == "offline", offline, server).astype(float)
 
 
 def feature_matrix(rows: Rows, target: str | None = None, without: tuple[str, ...] = ()) -> Rows:
@@ -546,4 +588,4 @@ def _category(value: Any) -> str:
 
 def build_features(rows: Rows, catalog: Catalog) -> Rows:
     """Join catalogue specs to rows with canonical names and add the physics features."""
-    return _as_given(physics_features(attach_specs(columns_of(rows), catalog)), rows)
+    return _as_given(_physics(_specs_attached(columns_of(rows), catalog)), rows)

@@ -45,6 +45,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from wattgpu.arrays import unique_codes
+
 # vLLM's default max_num_seqs: the batch an engine picks when the user sets none.
 ENGINE_MAX_BATCH = 256.0
 
@@ -136,7 +138,7 @@ class EngineEffects:
 
     def engine_log_factor(self, engines: np.ndarray) -> np.ndarray:
         """The log factor of each row's engine (0 for one without a factor)."""
-        names, codes = np.unique(np.asarray(engines, dtype=str), return_inverse=True)
+        codes, names = unique_codes(engines)  # once per distinct engine, no sort
         return np.array([self.factors.get(str(e), 0.0) for e in names], dtype=float)[codes]
 
     def year_log_factor(self, years: np.ndarray) -> np.ndarray:
