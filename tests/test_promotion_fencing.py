@@ -211,13 +211,20 @@ def test_a_stalled_holder_through_a_tracking_server(tmp_path, short_lease):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     with background([*server, "--port", str(port)], env, tmp_path, tmp_path / "server.log") as proc:
         wait_for(f"http://127.0.0.1:{port}/health", proc, seconds=300)
-        stall_rounds_on(f"http://127.0.0.1:{port}", tmp_path)
+        stall_rounds_on(f"http://127.0.0.1:{port}", tmp_path, lease=HTTP_LEASE_S)
 
 
-def stall_rounds_on(uri: str, tmp_path) -> None:
+# Over HTTP on a loaded 2-core machine one promotion's calls took longer than LEASE_S: in a full
+# run of the suite (19.5 min, 2026-12-02) the promotion that took over committed and then raised,
+# its own lease gone. A lease its calls fit in keeps this test on the fencing it is about; the
+# raise itself is left for a follow-up.
+HTTP_LEASE_S = 8.0
+
+
+def stall_rounds_on(uri: str, tmp_path, lease: float = LEASE_S) -> None:
     """A round of each stall point on the store ``uri``, each from a fresh registry."""
     before = promotion_lock.LEASE_S
-    promotion_lock.configure(LEASE_S)
+    promotion_lock.configure(lease)
     try:
         for number, stall in enumerate(STALLS):
             for found in MlflowClient(uri).search_registered_models():
@@ -225,7 +232,7 @@ def stall_rounds_on(uri: str, tmp_path) -> None:
             root = tmp_path / f"round{number}"
             root.mkdir()
             client = starting_registry(root, uri)
-            held = start_promoter(root, 2, stall, lease=LEASE_S, uri=uri)
+            held = start_promoter(root, 2, stall, lease=lease, uri=uri)
             stalled_holder(held, stall, 2, 3, client)
     finally:
         promotion_lock.configure(before)
