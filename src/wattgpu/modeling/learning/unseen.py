@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from wattgpu.modeling.learning.splits import architecture_groups
+from wattgpu.arrays import row_codes
+from wattgpu.modeling.learning.splits import ARCHITECTURE_COLUMNS, architecture_groups
 
 MEASURED = "measured"
 UNSEEN_GPU = "unseen GPU"
@@ -36,6 +38,8 @@ KINDS = (MEASURED, UNSEEN_GPU, UNSEEN_LLM, UNSEEN_SETUP)
 # The split whose held-out residuals calibrate each kind.
 SPLIT_OF_KIND = {MEASURED: "CV", UNSEEN_GPU: "LOGO", UNSEEN_LLM: "LOLO", UNSEEN_SETUP: "LOSO"}
 # What a kind says in a sentence ("not validated on an unseen GPU").
+# The columns a row's kinds depend on (``setup_labels``, ``architecture_groups``).
+_KEY_COLUMNS = ("gpu", "model", "engine", "engine_year", *ARCHITECTURE_COLUMNS)
 PHRASE = {
     MEASURED: "a measured GPU and set-up",
     UNSEEN_GPU: "an unseen GPU",
@@ -81,17 +85,35 @@ class Seen:
         )
 
     def unseen(self, rows: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Per unseen kind, which rows are new in that way (boolean masks)."""
-        gpus = np.asarray(rows["gpu"], dtype=object).astype(str)
-        setups = setup_labels(rows).astype(str)
-        new_gpu = ~np.isin(gpus, self.gpus)
-        new_setup = ~np.isin(setups, self.setups) | (
-            ~new_gpu & ~np.isin(_pairs(gpus, setups), self.gpu_setups)
+        """Per unseen kind, which rows are new in that way (boolean masks).
+
+        Judged once per distinct row (a batch repeats a few GPUs, LLMs and set-ups), by set
+        look-ups: the labels and ``np.isin`` of every row cost more than the whole prediction.
+        """
+        columns = [c for c in _KEY_COLUMNS if c in rows]
+        codes, first = row_codes([np.asarray(rows[c]) for c in columns])
+        distinct = {c: np.asarray(rows[c])[first] for c in columns}
+        gpus = np.asarray(distinct["gpu"], dtype=object).astype(str)
+        setups = setup_labels(distinct).astype(str)
+        known = self._known
+        new_gpu = np.array([g not in known["gpus"] for g in gpus], dtype=bool)
+        new_setup = np.array([s not in known["setups"] for s in setups], dtype=bool) | (
+            ~new_gpu & np.array([p not in known["gpu_setups"] for p in _pairs(gpus, setups)])
         )
+        new_llm = [a not in known["architectures"] for a in architecture_groups(distinct)]
         return {
-            UNSEEN_GPU: new_gpu,
-            UNSEEN_LLM: ~np.isin(architecture_groups(rows).astype(str), self.architectures),
-            UNSEEN_SETUP: new_setup,
+            UNSEEN_GPU: new_gpu[codes],
+            UNSEEN_LLM: np.array(new_llm, dtype=bool)[codes],
+            UNSEEN_SETUP: new_setup[codes],
+        }
+
+    @cached_property
+    def _known(self) -> dict[str, frozenset[str]]:
+        return {
+            "gpus": frozenset(self.gpus),
+            "architectures": frozenset(self.architectures),
+            "setups": frozenset(self.setups),
+            "gpu_setups": frozenset(self.gpu_setups),
         }
 
     def to_dict(self) -> dict[str, list[str]]:
