@@ -138,8 +138,24 @@ def columns_of(frame: pd.DataFrame | Mapping[str, Any]) -> Columns:
 
 
 def _as_given(columns: Columns, given: Any) -> Any:
-    """Frame in, frame out (on the given index); columns in, columns out."""
-    return pd.DataFrame(columns, index=given.index) if isinstance(given, pd.DataFrame) else columns
+    """Frame in, frame out (on the given index); columns in, columns out.
+
+    Text columns stay NumPy object arrays: pandas would make them Arrow strings, and every later
+    ``iloc`` and ``to_numpy`` of a fold would convert them back, string by string (a third of a
+    job's time went to such round trips).
+    """
+    if not isinstance(given, pd.DataFrame):
+        return columns
+    index = given.index
+    return pd.DataFrame(
+        {
+            name: pd.Series(values, index=index, dtype=object, copy=False)
+            if values.dtype == object
+            else values
+            for name, values in columns.items()
+        },
+        index=index,
+    )
 
 
 def _column_as_given(values: np.ndarray, given: Any) -> Any:

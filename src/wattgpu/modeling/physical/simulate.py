@@ -17,15 +17,15 @@ from scipy.optimize import least_squares
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ConfigError, DataError
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.features import build_features, columns_of
 from wattgpu.modeling.physical.physics import (
     CONSTANT_BOUNDS,
     DEFAULT_CONSTANTS,
     PhysicalConstants,
     serving_model,
+    serving_model_columns,
 )
 
-# (prediction column, measured column) of each target.
 # per target: (the analytical model's column, the measured column)
 PREDICTED_AND_MEASURED = {"power": ("power_w", "mean_power_w"), "itl": ("itl_s", "itl_s")}
 
@@ -128,11 +128,14 @@ def calibrate(
     def constants_of(x: np.ndarray) -> PhysicalConstants:
         return replace(start, **{n: float(v) for n, v in zip(names, x, strict=True)})
 
+    # read once: the solver evaluates the model a few hundred times on the same rows
+    columns = columns_of(fit_rows)
+
     def residuals(x: np.ndarray) -> np.ndarray:
-        pred = serving_model(fit_rows, constants_of(x))
+        pred = serving_model_columns(columns, constants_of(x))
         parts = []
         for target, (have, true) in targets.items():
-            r = np.log(pred[PREDICTED_AND_MEASURED[target][0]].to_numpy()[have] / true)
+            r = np.log(pred[PREDICTED_AND_MEASURED[target][0]][have] / true)
             parts.append(weights[target] * _soft_l1(r, f_scale))
         return np.concatenate(parts)
 
