@@ -71,6 +71,25 @@ def test_groups_with_one_item_are_skipped():
     assert math.isnan(ranking_tau(rows, "gpu", ["model", "scenario"], "true", "pred"))
 
 
+def test_ties_count_as_tau_b_and_constant_groups_are_skipped():
+    rows = pd.DataFrame(
+        {
+            "model": ["m1"] * 3 + ["m2"] * 3 + ["m3"] * 2,
+            "scenario": ["offline"] * 8,
+            "gpu": ["a", "b", "c"] * 2 + ["a", "b"],
+            # m1: true 1, 2, 2 (one tie in true), pred 1, 2, 3. Pairs ab +1, ac +1, bc tied in
+            #     true: S = 2, pairs untied in true 2, in pred 3 -> 2 / sqrt(2 x 3)
+            # m2: a constant prediction carries no ranking -> skipped (scipy's NaN)
+            # m3: both true values equal -> skipped
+            "true": [1.0, 2.0, 2.0, 1.0, 2.0, 3.0, 5.0, 5.0],
+            "pred": [1.0, 2.0, 3.0, 7.0, 7.0, 7.0, 1.0, 2.0],
+        }
+    )
+    assert ranking_tau(rows, "gpu", ["model", "scenario"], "true", "pred") == pytest.approx(
+        2 / math.sqrt(6)
+    )
+
+
 def test_summarise_names_every_metric():
     rows = pd.DataFrame(
         {

@@ -7,6 +7,7 @@ into one line on stderr and exit code 1, for every command below it; usage mista
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
 import sys
@@ -647,4 +648,7 @@ _register_commands()
 
 def main() -> None:
     """Console-script entry point."""
+    # A crash in native code (CatBoost's threaded fits have had one, catboost#2620) prints every
+    # thread's Python stack to stderr instead of dying silently.
+    faulthandler.enable()
     cli(prog_name="wattgpu")

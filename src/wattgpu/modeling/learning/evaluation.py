@@ -169,22 +169,51 @@ def predict_folds(
         that fold's sides have it.
 
     """
-    pred = np.full(len(frame), np.nan)
-    prior = np.full(len(frame), np.nan)
-    sides = prepared or [(frame.iloc[train], frame.iloc[test]) for train, test in folds]
-    how = None if prepared else prepare
+    (answer,) = predict_fold_sets(
+        recipe, frame, [folds], [fold_params], seed=seed, prepare=prepare, prepared=[prepared]
+    )
+    return answer
+
+
+def predict_fold_sets(
+    recipe: Recipe,
+    frame: pd.DataFrame,
+    fold_sets: list[list[Fold]],
+    params_sets: list[list[dict[str, Any] | None]],
+    *,
+    seed: int = 0,
+    prepare: Prepare | None = None,
+    prepared: list[list[PreparedFold] | None] | None = None,
+) -> list[pd.DataFrame]:
+    """``predict_folds`` of several sets of folds (several splits), all fitted in one batch.
+
+    One batch keeps both cores busy to the end: split by split, each split's last fold ran
+    alone while the other core idled.
+    """
+    prepared = prepared or [None] * len(fold_sets)
+    jobs = []
+    for folds, fold_params, ready in zip(fold_sets, params_sets, prepared, strict=True):
+        sides = ready or [(frame.iloc[train], frame.iloc[test]) for train, test in folds]
+        how = None if ready else prepare
+        jobs += [(side, params, how) for side, params in zip(sides, fold_params, strict=True)]
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
-    jobs = min(len(folds), os.cpu_count() or 1)
     with models.fits_side_by_side():
-        answers = Parallel(n_jobs=jobs, backend=FOLD_BACKEND)(
-            delayed(_fit_predict)(recipe, train, test, params, seed, how)
-            for (train, test), params in zip(sides, fold_params, strict=True)
+        answers = iter(
+            Parallel(n_jobs=max(1, min(len(jobs), os.cpu_count() or 1)), backend=FOLD_BACKEND)(
+                delayed(_fit_predict)(recipe, train, test, params, seed, how)
+                for (train, test), params, how in jobs
+            )
         )
-    for (_, test), (answer, baseline) in zip(folds, answers, strict=True):
-        pred[test] = answer
-        prior[test] = baseline
-    return predictions_frame(recipe.target, frame, pred, prior)
+    out = []
+    for folds in fold_sets:
+        pred = np.full(len(frame), np.nan)
+        prior = np.full(len(frame), np.nan)
+        for (_, test), (answer, baseline) in zip(folds, answers, strict=False):
+            pred[test] = answer
+            prior[test] = baseline
+        out.append(predictions_frame(recipe.target, frame, pred, prior))
+    return out
 
 
 def _prepared(prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame) -> PreparedFold:
@@ -439,19 +468,29 @@ def evaluate(
     method, _ = BASELINES[target]
     baseline = baseline_predictions(target, frame)
     records: list[dict[str, Any]] = []
-    oof: dict[str, pd.DataFrame] = {}
+    folds_of = {
+        split: list(split_indices(frame, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
+        for split in splits
+        if can_split(frame, TABLE_FOLDS[split])
+    }
+    given = {s: known[s] for s in folds_of if s in (known or {})}
+    to_fit = [s for s in folds_of if s not in given]
+    fitted = predict_fold_sets(
+        recipe,
+        frame,
+        [folds_of[s] for s in to_fit],
+        [[params] * len(folds_of[s]) for s in to_fit],
+        seed=seed,
+        prepare=prepare,
+    )
+    given.update(zip(to_fit, fitted, strict=True))
+    oof = {s: given[s] for s in folds_of}  # in the table's order of splits
     for split in splits:
-        if not can_split(frame, TABLE_FOLDS[split]):
+        if split not in folds_of:
             if progress is not None:
                 progress()
             continue
-        folds = list(split_indices(frame, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
-        if known is not None and split in known:
-            oof[split] = known[split]
-        else:
-            oof[split] = predict_folds(
-                recipe, frame, folds, [params] * len(folds), seed=seed, prepare=prepare
-            )
+        folds = folds_of[split]
         records += score(oof[split], "catboost", target, split)
         if target == "itl":
             records += score_by_statistic(oof[split], split)
