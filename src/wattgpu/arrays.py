@@ -83,13 +83,16 @@ def pair_codes(first: Any, second: Any) -> tuple[np.ndarray, list[tuple[Any, Any
 def row_codes(columns: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Codes of each row's combination of values over ``columns``, and each code's first row.
 
-    The columns are coded one by one (``unique_codes``) and folded into one integer per row,
-    recoded after each column so that it never overflows.
+    The columns are coded one by one (``unique_codes``; integer columns of many rows by pandas'
+    factorize, without a detour through objects) and folded into one integer per row, recoded
+    after each column so that it never overflows.
     """
     n = len(columns[0])
     codes, count = np.zeros(n, dtype=np.intp), 1
     for column in columns:
-        column_codes, values = unique_codes(column)
+        column = np.asarray(column)
+        whole = column.dtype.kind in "iub" and n > SMALL
+        column_codes, values = _int_codes(column) if whole else unique_codes(column)
         combined = codes * len(values) + column_codes
         codes, found = unique_codes(combined) if n <= SMALL else _int_codes(combined)
         codes, count = np.asarray(codes, dtype=np.intp), len(found)

@@ -118,7 +118,9 @@ def ranking_tau(frame: pd.DataFrame, item: str, groups: list[str], true: str, pr
         The mean tau over groups, or NaN when no group has two items.
 
     """
-    means = frame.groupby([*groups, item], observed=True, dropna=False, sort=True)[[true, pred]].mean()
+    means = frame.groupby([*groups, item], observed=True, dropna=False, sort=True)[
+        [true, pred]
+    ].mean()
     group = means.groupby(level=list(range(len(groups))), observed=True, dropna=False).ngroup()
     taus = _group_kendall_tau(
         group.to_numpy(), means[true].to_numpy(float), means[pred].to_numpy(float)

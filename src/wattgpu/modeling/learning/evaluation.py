@@ -199,20 +199,22 @@ def predict_fold_sets(
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
     with models.fits_side_by_side():
-        answers = iter(
-            Parallel(n_jobs=max(1, min(len(jobs), os.cpu_count() or 1)), backend=FOLD_BACKEND)(
-                delayed(_fit_predict)(recipe, train, test, params, seed, how)
-                for (train, test), params, how in jobs
-            )
+        answers = Parallel(
+            n_jobs=max(1, min(len(jobs), os.cpu_count() or 1)), backend=FOLD_BACKEND
+        )(
+            delayed(_fit_predict)(recipe, train, test, params, seed, how)
+            for (train, test), params, how in jobs
         )
-    out = []
+    out, start = [], 0
     for folds in fold_sets:
         pred = np.full(len(frame), np.nan)
         prior = np.full(len(frame), np.nan)
-        for (_, test), (answer, baseline) in zip(folds, answers, strict=False):
+        mine = answers[start : start + len(folds)]
+        for (_, test), (answer, baseline) in zip(folds, mine, strict=True):
             pred[test] = answer
             prior[test] = baseline
         out.append(predictions_frame(recipe.target, frame, pred, prior))
+        start += len(folds)
     return out
 
 

@@ -21,7 +21,7 @@ every held-out check classify a row alike.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -37,9 +37,9 @@ UNSEEN_SETUP = "unseen set-up"
 KINDS = (MEASURED, UNSEEN_GPU, UNSEEN_LLM, UNSEEN_SETUP)
 # The split whose held-out residuals calibrate each kind.
 SPLIT_OF_KIND = {MEASURED: "CV", UNSEEN_GPU: "LOGO", UNSEEN_LLM: "LOLO", UNSEEN_SETUP: "LOSO"}
-# What a kind says in a sentence ("not validated on an unseen GPU").
 # The columns a row's kinds depend on (``setup_labels``, ``architecture_groups``).
 _KEY_COLUMNS = ("gpu", "model", "engine", "engine_year", *ARCHITECTURE_COLUMNS)
+# What a kind says in a sentence ("not validated on an unseen GPU").
 PHRASE = {
     MEASURED: "a measured GPU and set-up",
     UNSEEN_GPU: "an unseen GPU",
@@ -109,31 +109,16 @@ class Seen:
 
     @cached_property
     def _known(self) -> dict[str, frozenset[str]]:
-        return {
-            "gpus": frozenset(self.gpus),
-            "architectures": frozenset(self.architectures),
-            "setups": frozenset(self.setups),
-            "gpu_setups": frozenset(self.gpu_setups),
-        }
+        return {f.name: frozenset(getattr(self, f.name)) for f in fields(self)}
 
     def to_dict(self) -> dict[str, list[str]]:
         """JSON-ready (for the model card)."""
-        return {
-            "gpus": list(self.gpus),
-            "architectures": list(self.architectures),
-            "setups": list(self.setups),
-            "gpu_setups": list(self.gpu_setups),
-        }
+        return {f.name: list(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Seen:
         """The inverse of ``to_dict``."""
-        return cls(
-            tuple(data["gpus"]),
-            tuple(data["architectures"]),
-            tuple(data["setups"]),
-            tuple(data["gpu_setups"]),
-        )
+        return cls(**{f.name: tuple(data[f.name]) for f in fields(cls)})
 
 
 def _pairs(gpus: np.ndarray, setups: np.ndarray) -> np.ndarray:
