@@ -20,14 +20,13 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
-from joblib import Parallel, delayed
 
-from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning import models, side_by_side
 from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, recipe_of
 from wattgpu.modeling.learning.splits import LLM_BLOCKS, can_split, split_indices
 from wattgpu.modeling.metrics import gpu_ranking_tau, mdape
@@ -46,6 +45,10 @@ from wattgpu.modeling.physical.targets import (
 )
 
 
+def _unchanged(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame
+
+
 @dataclass(frozen=True)
 class Variant:
     """One design: its members' left-out columns, target coding and a change to the rows."""
@@ -54,9 +57,9 @@ class Variant:
     members: tuple[tuple[str, ...], ...]
     encode: Callable[[str, pd.DataFrame], pd.Series] = encode
     decode: Callable[[str, pd.DataFrame, np.ndarray], np.ndarray] = decode
-    rows: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
+    rows: Callable[[pd.DataFrame], pd.DataFrame] = _unchanged
     # a change made before the prior is refitted (the prior then follows it)
-    physics: Callable[[pd.DataFrame], pd.DataFrame] = field(default=lambda f: f)
+    physics: Callable[[pd.DataFrame], pd.DataFrame] = _unchanged
     # the distance at which a query's correction keeps 1/e of itself (None: the recipe's)
     novelty_scale: float | None = None
     # no trees at all: the refitted prior's own answer
@@ -194,9 +197,9 @@ def score(
             continue
         for seed in range(seeds if split != "LOSO" else 1):  # LOSO's folds do not depend on it
             folds = _folds(rows, split, seed)
-            answers = Parallel(n_jobs=2)(
-                delayed(_fit_predict)(variant, target, rows.iloc[a], rows.iloc[b], seed)
-                for a, b in folds
+            answers = side_by_side.run(
+                _fit_predict,
+                [(variant, target, rows.iloc[a], rows.iloc[b], seed) for a, b in folds],
             )
             pred = np.full(len(rows), np.nan)
             for (_, test), answer in zip(folds, answers, strict=True):

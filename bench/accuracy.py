@@ -54,7 +54,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import platform
 import sys
 import time
@@ -65,10 +64,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
-from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from wattgpu.lifecycle.tuning import tuner
+from wattgpu.modeling.learning import side_by_side
 from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
 from wattgpu.modeling.learning.evaluation import (
     PRIOR_METHOD,
@@ -202,9 +201,9 @@ def _paper_fit_predict(
 def paper_out_of_fold(target: str, frame: pd.DataFrame, split: str, seed: int) -> pd.DataFrame:
     """The paper's recipe, predicted out of fold on the same folds as the other methods."""
     folds = list(split_indices(frame, split, seed=seed))
-    answers = Parallel(n_jobs=min(len(folds), os.cpu_count() or 1))(
-        delayed(_paper_fit_predict)(target, frame.iloc[train], frame.iloc[test], seed)
-        for train, test in folds
+    answers = side_by_side.run(
+        _paper_fit_predict,
+        [(target, frame.iloc[train], frame.iloc[test], seed) for train, test in folds],
     )
     pred = np.full(len(frame), np.nan)
     for (_, test), answer in zip(folds, answers, strict=True):

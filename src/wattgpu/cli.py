@@ -648,7 +648,7 @@ _register_commands()
 
 def main() -> None:
     """Console-script entry point."""
-    # A crash in native code (CatBoost's threaded fits have had one, catboost#2620) prints every
-    # thread's Python stack to stderr instead of dying silently.
+    # A crash in native code prints every thread's Python stack to stderr instead of dying
+    # silently.
     faulthandler.enable()
     cli(prog_name="wattgpu")

@@ -5,17 +5,15 @@ Pure: the nested evaluation is handed its tuner, so this module never imports Op
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning import models, side_by_side
 from wattgpu.modeling.learning.baselines import (
     BASELINES,
     NEAREST_BY_SPLIT,
@@ -36,10 +34,6 @@ from wattgpu.modeling.learning.splits import (
 from wattgpu.modeling.metrics import LOAD_COLUMNS, summarise
 from wattgpu.modeling.physical.features import DEFAULT_ITL_STATISTIC
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, PRIOR_COLUMN
-
-# Threads, not worker processes: CatBoost fits release the GIL, so threads are as fast here, and
-# they die with the job. Process pools (joblib's loky) outlive a killed parent for minutes.
-FOLD_BACKEND = "threading"
 
 # A tuner: the hyperparameters it chose on these rows alone, for an objective of this split's
 # MdAPE (``wattgpu.lifecycle.tuning.tuner``; ``modeling`` itself never imports Optuna).
@@ -198,13 +192,10 @@ def predict_fold_sets(
         jobs += [(side, params, how) for side, params in zip(sides, fold_params, strict=True)]
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
-    with models.fits_side_by_side():
-        answers = Parallel(
-            n_jobs=max(1, min(len(jobs), os.cpu_count() or 1)), backend=FOLD_BACKEND
-        )(
-            delayed(_fit_predict)(recipe, train, test, params, seed, how)
-            for (train, test), params, how in jobs
-        )
+    answers = side_by_side.run(
+        _fit_predict,
+        [(recipe, train, test, params, seed, how) for (train, test), params, how in jobs],
+    )
     out, start = [], 0
     for folds in fold_sets:
         pred = np.full(len(frame), np.nan)

@@ -10,14 +10,13 @@ served for such a row. Pure functions.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from wattgpu.modeling.learning.models import fits_side_by_side
+from wattgpu.modeling.learning import side_by_side
 from wattgpu.modeling.learning.recipe import Recipe
 from wattgpu.modeling.learning.uncertainty import (
     COVERAGE,
@@ -61,24 +60,13 @@ def held_out_intervals(
             if not held.all():
                 jobs.append((split, held, np.asarray(pred, float)))
 
-    def one(held: np.ndarray, pred: np.ndarray) -> Intervals:
-        train = np.flatnonzero(~held)
-        model = fit_interval(
-            recipe,
-            frame.iloc[train],
-            {kind: np.asarray(r)[train] for kind, r in residuals.items()},
-            coverage,
-            seed,
-        )
-        return intervals(model, frame[held], pred[held])
-
-    # Threads: CatBoost releases the GIL while it fits (see evaluation.FOLD_BACKEND).
-    with fits_side_by_side():
-        from joblib import Parallel, delayed
-
-        answers = Parallel(n_jobs=max(1, min(len(jobs), os.cpu_count() or 1)), backend="threading")(
-            delayed(one)(held, pred) for _, held, pred in jobs
-        )
+    answers = side_by_side.run(
+        _held_group_intervals,
+        [
+            (recipe, frame[~held], _rows(residuals, ~held), frame[held], pred[held], coverage, seed)
+            for _, held, pred in jobs
+        ],
+    )
     out: dict[str, Intervals] = {}
     for (split, held, _), answer in zip(jobs, answers, strict=True):
         if split not in out:
@@ -93,6 +81,24 @@ def held_out_intervals(
         for name in ("lower", "upper", "novelty", "kind", "validated"):
             getattr(out[split], name)[held] = getattr(answer, name)
     return out
+
+
+def _rows(residuals: Mapping[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {kind: np.asarray(values)[mask] for kind, values in residuals.items()}
+
+
+def _held_group_intervals(
+    recipe: Recipe,
+    train: pd.DataFrame,
+    train_residuals: Mapping[str, np.ndarray],
+    held: pd.DataFrame,
+    pred: np.ndarray,
+    coverage: float,
+    seed: int,
+) -> Intervals:
+    """The intervals of a held-out group's rows from a model fitted on the other rows alone."""
+    model = fit_interval(recipe, train, train_residuals, coverage, seed)
+    return intervals(model, held, pred)
 
 
 def interval_figures(

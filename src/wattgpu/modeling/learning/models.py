@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor, FeaturesData, Pool
-from catboost.core import log_fixup
 
 from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, Recipe
@@ -27,17 +25,6 @@ from wattgpu.modeling.physical.features import (
     feature_matrix,
 )
 from wattgpu.modeling.physical.targets import decode, encode
-
-
-def fits_side_by_side() -> AbstractContextManager[None]:
-    """Hold CatBoost's logger in this thread while fits run in other threads inside the block.
-
-    CatBoost keeps one process-wide logger, set by the first thread that enters a fit and reset
-    when that thread's fit ends, even while fits of other threads still write through it: a
-    segfault (catboost#2620). Entered by the thread that starts the others, it owns the logger for
-    the whole block, and every fit inside only borrows it.
-    """
-    return log_fixup()
 
 
 @dataclass

@@ -1,0 +1,130 @@
+"""Independent CatBoost fits run side by side, each in a worker process of its own.
+
+Processes, not threads: every CatBoost fit sets one process-wide interrupt callback when it
+starts and clears it when it ends, and its training loop reads that pointer twice per check
+(test, then call). A fit that ends between another thread's two reads makes that thread call
+address 0: the main job and a test worker each died once of it (SIGSEGV). In a process of its
+own a fit is the only one, and CatBoost's results do not depend on where it runs.
+
+The workers come from a fork server that has imported the fitting code once, so a pool starts
+in a second or so; they are kept for the next batch of the same job and die with it, even when
+it is killed with SIGKILL: each watches the job's process, not its own parent (the fork server,
+which lives as long as its children do).
+
+As with any process pool, a script that fits through this module must start under ``if __name__
+== "__main__":`` (the workers import the script, and must not run it).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# What a worker runs, imported once by the fork server instead of by every worker.
+PRELOAD = ("wattgpu.modeling.learning.evaluation", "wattgpu.modeling.learning.interval_check")
+# How often a worker looks whether its job still runs, where it cannot wait on a pidfd.
+JOB_POLL_S = 0.5
+
+_pool: ProcessPoolExecutor | None = None
+
+
+class FitCrashed(RuntimeError):
+    """A worker process died while it fitted (a native crash, or killed from outside)."""
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def run(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> list[T]:
+    """``[task(*job) for job in jobs]``, one job per core at a time, in that order.
+
+    ``task`` must be a module-level function and the jobs picklable. With one core or one job
+    the jobs run here, with no worker. An exception of a job is raised here, with the worker's
+    trace as its cause.
+
+    Raises:
+        FitCrashed: a worker died mid-job; the next call starts a fresh pool.
+
+    """
+    if min(len(jobs), cores()) <= 1:
+        return [task(*job) for job in jobs]
+    pool = _executor()
+    futures: list[Future[T]] = []
+    try:
+        futures = [pool.submit(task, *job) for job in jobs]
+        return [future.result() for future in futures]
+    except BrokenProcessPool as error:
+        close()
+        raise FitCrashed(
+            f"a worker process died while it fitted ({error}); the job stopped, rerun it"
+        ) from error
+    finally:
+        for future in futures:
+            future.cancel()
+
+
+def close() -> None:
+    """Stop the workers (the next ``run`` starts new ones)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
+
+
+def _executor() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if context.get_start_method() == "forkserver":
+            # ``__main__`` is the default: a script is imported once, not once per worker.
+            context.set_forkserver_preload(["__main__", *PRELOAD])
+        _pool = ProcessPoolExecutor(
+            cores(), mp_context=context, initializer=_worker_set_up, initargs=(os.getpid(),)
+        )
+    return _pool
+
+
+def _worker_set_up(job: int) -> None:
+    # Ctrl-C reaches the whole process group: the job answers it, its workers stay quiet.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_exit_when_gone, args=(job,), name="wattgpu-job-watch", daemon=True
+    ).start()
+
+
+def _exit_when_gone(job: int) -> None:
+    """Return only to kill this worker, once process ``job`` has ended."""
+    try:
+        if hasattr(os, "pidfd_open"):
+            select.select([os.pidfd_open(job)], [], [])  # readable once the process ends
+        else:
+            while _alive(job):
+                time.sleep(JOB_POLL_S)
+    except ProcessLookupError:
+        pass  # ended before this worker started
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

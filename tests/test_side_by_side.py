@@ -1,0 +1,78 @@
+"""Fits side by side in worker processes: answers in order, errors raised here, crashes named.
+
+Real worker processes (a fork server's); the tasks are this module's functions, which the
+workers import by name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+from catboost import CatBoostRegressor
+
+from wattgpu.modeling.learning import side_by_side
+
+
+def square_and_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+def refuse(x: int) -> int:
+    raise ValueError(f"no {x}")
+
+
+def die(_: int) -> int:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
+
+
+def fit_predict(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4))
+    y = x[:, 0] * 2 - x[:, 1] + rng.normal(scale=0.1, size=300)
+    model = CatBoostRegressor(
+        iterations=40, random_seed=seed, thread_count=1, verbose=False, allow_writing_files=False
+    )
+    return model.fit(x, y).predict(x[:5])
+
+
+needs_two_cores = pytest.mark.skipif(side_by_side.cores() < 2, reason="one core runs jobs inline")
+
+
+@needs_two_cores
+def test_answers_come_back_in_the_order_of_the_jobs_from_other_processes():
+    answers = side_by_side.run(square_and_pid, [(n,) for n in range(7)])
+    assert [a for a, _ in answers] == [0, 1, 4, 9, 16, 25, 36]
+    assert os.getpid() not in {pid for _, pid in answers}
+
+
+def test_one_job_runs_here():
+    assert side_by_side.run(square_and_pid, [(3,)]) == [(9, os.getpid())]
+    assert side_by_side.run(square_and_pid, []) == []
+
+
+@needs_two_cores
+def test_a_jobs_error_is_raised_with_its_type_and_message():
+    with pytest.raises(ValueError, match="no 2"):
+        side_by_side.run(refuse, [(2,), (3,)])
+    # the pool still works
+    assert [a for a, _ in side_by_side.run(square_and_pid, [(1,), (2,)])] == [1, 4]
+
+
+@needs_two_cores
+def test_a_worker_that_dies_is_named_and_the_next_call_gets_a_fresh_pool():
+    with pytest.raises(side_by_side.FitCrashed, match="worker process died"):
+        side_by_side.run(die, [(0,), (1,)])
+    assert [a for a, _ in side_by_side.run(square_and_pid, [(2,), (3,)])] == [4, 9]
+
+
+@needs_two_cores
+def test_catboost_fits_in_workers_answer_as_they_do_here():
+    here = [fit_predict(seed) for seed in (1, 2, 3)]
+    there = side_by_side.run(fit_predict, [(1,), (2,), (3,)])
+    for mine, theirs in zip(here, there, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    assert not np.array_equal(here[0], here[1])  # the seed matters, so the check can fail
