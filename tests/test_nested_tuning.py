@@ -1,6 +1,11 @@
 """Nested tuning: hyperparameters of every held-out group are chosen without that group."""
 
+import json
+from functools import partial
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from wattgpu.config import SHIPPED_DATA_DIR
@@ -62,14 +67,20 @@ def test_lolo_blocks_cover_every_llm_once(rows):
     assert np.isfinite(oof["pred"]).all()
 
 
-def test_prepare_sees_only_training_rows_of_each_fold(rows):
-    seen = []
+def record_sides(log: Path, train: pd.DataFrame, test: pd.DataFrame):
+    """A ``prepare`` that changes nothing and notes the GPUs of each side it is given (the outer
+    folds run it in worker processes, so it writes them to a file)."""
+    with log.open("a", encoding="utf-8") as out:
+        out.write(json.dumps([sorted(set(train["gpu"])), sorted(set(test["gpu"]))]) + "\n")
+    return train, test
 
-    def prepare(train, test):
-        seen.append((set(train["gpu"]), set(test["gpu"])))
-        return train, test
 
+def test_prepare_sees_only_training_rows_of_each_fold(rows, tmp_path):
+    log = tmp_path / "sides.jsonl"
+    prepare = partial(record_sides, log)
     nested_out_of_fold(FAST, rows, "LOGO", tuning.tuner(FAST, trials=1), prepare=prepare)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    seen = [(set(train), set(test)) for train, test in map(json.loads, lines)]
     folds = [s for s in seen if s[1]]  # the outer folds (a study's rows come with no test side)
     assert len(folds) == rows["gpu"].nunique() == len(seen) - len(folds)
     assert all(len(test) == 1 and not (train & test) for train, test in folds)
