@@ -126,5 +126,5 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # it runs, as another user
     return True
