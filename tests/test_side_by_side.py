@@ -76,3 +76,21 @@ def test_catboost_fits_in_workers_answer_as_they_do_here():
     for mine, theirs in zip(here, there, strict=True):
         np.testing.assert_array_equal(mine, theirs)
     assert not np.array_equal(here[0], here[1])  # the seed matters, so the check can fail
+
+
+@needs_two_cores
+def test_submitted_jobs_run_while_the_caller_works_and_answer_in_order(tmp_path):
+    side_by_side.warm_up()  # returns at once; the workers answer the next batch
+    answers = side_by_side.submit(square_and_pid, [(n,) for n in range(5)])
+    here = sum(range(1000))  # the caller's own work, meanwhile
+    assert here == 499500
+    got = answers()
+    assert [a for a, _ in got] == [0, 1, 4, 9, 16]
+    assert os.getpid() not in {pid for _, pid in got}
+
+
+@needs_two_cores
+def test_a_submitted_jobs_error_is_raised_when_the_answers_are_asked_for():
+    answers = side_by_side.submit(refuse, [(4,), (5,)])
+    with pytest.raises(ValueError, match="no 4"):
+        answers()

@@ -40,7 +40,7 @@ from wattgpu.lifecycle import (
 )
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import training_domain
-from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning import models, side_by_side
 from wattgpu.modeling.learning.baselines import NEAREST_METHOD
 from wattgpu.modeling.learning.evaluation import (
     MODEL_ON_NEAREST_ROWS,
@@ -218,6 +218,7 @@ def tune(
         seed=seed,
         notify=notify or (lambda _line: None),
     )
+    side_by_side.warm_up()  # the workers start while the data is validated
     with tempfile.TemporaryDirectory() as docs:
         validation = validate(settings, job.data, Path(docs))
         return run_job(
@@ -310,6 +311,7 @@ def main_job(
     recipe = recipe or settings.recipe
     recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
     promotion_lock.configure(settings.promotion_lease_s)
+    side_by_side.warm_up()  # the workers start while the data is read and validated
     data = load_data(settings, data_paths)
     results: dict[str, TuneResult] = {}
     with tempfile.TemporaryDirectory() as docs:
@@ -391,10 +393,10 @@ def prepare(
     settings.make_home_for(storage)  # whichever store variables are set, the defaults' folder
     study = tuning.open_study(storage, study_name, chosen, seed)
     _sweep(target, study, study_name, notify)
-    done = tuning.completed_trials(study)
+    done = tuning.finished_trials(study)
     if done >= trials:
         raise StudyComplete(
-            f"study {study_name!r} already holds {done} complete trial(s), --trials is {trials}: "
+            f"study {study_name!r} already holds {done} finished trial(s), --trials is {trials}: "
             f"nothing to tune and no run logged (raise --trials to tune further)"
         )
     return Job(target, chosen, data, storage, study_name, study, workers.identity())
@@ -518,6 +520,7 @@ def search(
         {
             "best_LOGO_mdape": study.best_value,
             "trials_completed": tuning.completed_trials(study),
+            "trials_pruned": tuning.finished_trials(study) - tuning.completed_trials(study),
         }
     )
     return study

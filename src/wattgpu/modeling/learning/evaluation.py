@@ -139,7 +139,10 @@ def prepared_folds(
 
     Done once per fold, so that every fit on the fold (every trial of a study) reuses it.
     """
-    return [_prepared(prepare, frame.iloc[train], frame.iloc[test]) for train, test in folds]
+    sides = [(frame.iloc[train], frame.iloc[test]) for train, test in folds]
+    if prepare is None:
+        return sides
+    return side_by_side.run(prepare, sides)  # each fold's refit on a core of its own
 
 
 def predict_folds(
@@ -163,13 +166,13 @@ def predict_folds(
         that fold's sides have it.
 
     """
-    (answer,) = predict_fold_sets(
+    (answer,) = submit_fold_sets(
         recipe, frame, [folds], [fold_params], seed=seed, prepare=prepare, prepared=[prepared]
-    )
+    )()
     return answer
 
 
-def predict_fold_sets(
+def submit_fold_sets(
     recipe: Recipe,
     frame: pd.DataFrame,
     fold_sets: list[list[Fold]],
@@ -178,11 +181,15 @@ def predict_fold_sets(
     seed: int = 0,
     prepare: Prepare | None = None,
     prepared: list[list[PreparedFold] | None] | None = None,
-) -> list[pd.DataFrame]:
-    """``predict_folds`` of several sets of folds (several splits), all fitted in one batch.
+) -> Callable[[], list[pd.DataFrame]]:
+    """Start ``predict_folds`` of several sets of folds in the workers, all in one batch.
 
     One batch keeps both cores busy to the end: split by split, each split's last fold ran
     alone while the other core idled.
+
+    Returns:
+        The call that waits for the answers: one ``predict_folds`` frame per set of folds.
+
     """
     prepared = prepared or [None] * len(fold_sets)
     jobs = []
@@ -192,21 +199,26 @@ def predict_fold_sets(
         jobs += [(side, params, how) for side, params in zip(sides, fold_params, strict=True)]
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
-    answers = side_by_side.run(
+    pending = side_by_side.submit(
         _fit_predict,
         [(recipe, train, test, params, seed, how) for (train, test), params, how in jobs],
     )
-    out, start = [], 0
-    for folds in fold_sets:
-        pred = np.full(len(frame), np.nan)
-        prior = np.full(len(frame), np.nan)
-        mine = answers[start : start + len(folds)]
-        for (_, test), (answer, baseline) in zip(folds, mine, strict=True):
-            pred[test] = answer
-            prior[test] = baseline
-        out.append(predictions_frame(recipe.target, frame, pred, prior))
-        start += len(folds)
-    return out
+
+    def answers() -> list[pd.DataFrame]:
+        fitted = pending()
+        out, start = [], 0
+        for folds in fold_sets:
+            pred = np.full(len(frame), np.nan)
+            prior = np.full(len(frame), np.nan)
+            mine = fitted[start : start + len(folds)]
+            for (_, test), (answer, baseline) in zip(folds, mine, strict=True):
+                pred[test] = answer
+                prior[test] = baseline
+            out.append(predictions_frame(recipe.target, frame, pred, prior))
+            start += len(folds)
+        return out
+
+    return answers
 
 
 def _prepared(prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame) -> PreparedFold:
@@ -468,7 +480,7 @@ def evaluate(
     }
     given = {s: known[s] for s in folds_of if s in (known or {})}
     to_fit = [s for s in folds_of if s not in given]
-    fitted = predict_fold_sets(
+    fitted = submit_fold_sets(
         recipe,
         frame,
         [folds_of[s] for s in to_fit],
@@ -476,14 +488,15 @@ def evaluate(
         seed=seed,
         prepare=prepare,
     )
-    given.update(zip(to_fit, fitted, strict=True))
+    # the baselines need no fit: answered here while the workers fit the model's folds
+    nearest = {s: nearest_predictions(target, frame, s, folds) for s, folds in folds_of.items()}
+    given.update(zip(to_fit, fitted(), strict=True))
     oof = {s: given[s] for s in folds_of}  # in the table's order of splits
     for split in splits:
         if split not in folds_of:
             if progress is not None:
                 progress()
             continue
-        folds = folds_of[split]
         records += score(oof[split], "catboost", target, split)
         if target == "itl":
             records += score_by_statistic(oof[split], split)
@@ -492,8 +505,7 @@ def evaluate(
                 oof[split].assign(pred=oof[split]["prior"]), PRIOR_METHOD, target, split
             )
         records += score(baseline, method, target, split)
-        nearest = nearest_predictions(target, frame, split, folds)
-        records += score_beside_nearest(oof[split], nearest, target, split)
+        records += score_beside_nearest(oof[split], nearest[split], target, split)
         if progress is not None:
             progress()
     table = pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS))

@@ -38,6 +38,24 @@ class Dimension:
 
 
 @dataclass(frozen=True)
+class Pruning:
+    """When a tuning trial is stopped before all its folds are fitted.
+
+    Attributes:
+        after: the share of a trial's folds (those with the most test rows) fitted before it
+            may be stopped (1: never stopped early).
+        percentile: a trial whose MdAPE on those folds is worse than this percentile of the
+            earlier trials' is stopped there (Optuna's ``PercentilePruner``).
+        startup_trials: the first trials, which always finish.
+
+    """
+
+    after: float
+    percentile: float
+    startup_trials: int
+
+
+@dataclass(frozen=True)
 class Recipe:
     """How one target's model is fitted, tuned and checked.
 
@@ -56,6 +74,7 @@ class Recipe:
         folds: folds of grouped cross-validation and blocks of the leave-LLMs-out split.
         lolo_tuning_blocks: studies of the nested leave-one-LLM-out evaluation.
         startup_trials: random trials before the TPE sampler starts modelling.
+        pruning: when a trial is stopped early (``Pruning``).
         interval_checks: the splits whose held-out groups the main job bounds as served to
             check its intervals (``interval_check``; the accuracy bench checks all four).
         novelty_scale: the distance from the training rows (``novelty``, in decades outside
@@ -76,6 +95,7 @@ class Recipe:
     folds: Folds
     lolo_tuning_blocks: int
     startup_trials: int
+    pruning: Pruning
     interval_checks: tuple[str, ...]
     novelty_scale: float = math.inf
 
@@ -127,15 +147,23 @@ CORRECTION_WEIGHT = "correction_weight"
 # unchanged; power is not shrunk with distance (LOGO 18.8 -> 20.2 % offline, 15.1 -> 18.1 %
 # server when it was).
 NOVELTY_SCALE = {"power": math.inf, "itl": 0.5, "ttft": 0.5}
-# Not tuned: single-feature categorical statistics and 64 borders make each fit about twice as
+# Not tuned: single-feature categorical statistics and few borders make each fit about twice as
 # fast (a tuning trial is dozens of fits), in exchange for coarser splits.
-_FIXED = {"max_ctr_complexity": 1, "border_count": 64}
-# ITL and TTFT one-hot encode the categorical features (none has more than a few dozen values):
-# it skips CatBoost's ordered target statistics, which made an ITL fit 4x faster, and on the
-# nested bench (bench/accuracy.py --quick) LOGO ITL went 15.6 -> 14.5 % offline, 11.3 -> 11.0 %
-# server, TTFT 20.5 -> 18.6 %. Power keeps the statistics: one-hot cost it 2 points on its
-# server rows (13.1 -> 15.2 %), and a power fit is cheap either way.
-_ONE_HOT = {"itl": {"one_hot_max_size": 255}, "ttft": {"one_hot_max_size": 255}}
+_FIXED = {"max_ctr_complexity": 1}
+# Per target, CatBoost settings never tuned.
+# - ITL and TTFT one-hot encode the categorical features (none has more than a few dozen
+#   values): it skips CatBoost's ordered target statistics, which made an ITL fit 4x faster, and
+#   on the nested bench (bench/accuracy.py --quick) LOGO ITL went 15.6 -> 14.5 % offline,
+#   11.3 -> 11.0 % server, TTFT 20.5 -> 18.6 %. Power keeps the statistics: one-hot cost it 2
+#   points on its server rows (13.1 -> 15.2 %), and a power fit is cheap either way.
+# - 32 borders per feature instead of 64 fit a tree in about 0.7 of the time; in the main job
+#   (LOGO MdAPE of the tuned model) power went 18.08 -> 17.76 % and ITL 17.60 -> 17.00 %, TTFT
+#   33.66 -> 34.97 %: TTFT keeps 64.
+_OWN_FIXED = {
+    "power": {"border_count": 32},
+    "itl": {"border_count": 32, "one_hot_max_size": 255},
+    "ttft": {"border_count": 64, "one_hot_max_size": 255},
+}
 
 _FULL = {
     # CatBoost's own defaults but for the iterations (random_strength 1 is CatBoost's too).
@@ -155,22 +183,26 @@ _FULL = {
         "random_strength": Dimension(0.1, 10.0, log=True),
         CORRECTION_WEIGHT: Dimension(0.25, 1.0),
     },
-    # Deliberately small: a few hundred residuals, and it only ranks regimes by how wrong the
-    # main model tends to be in them.
+    # Deliberately small: it only ranks regimes by how wrong the main model tends to be in
+    # them. The main job fits it six times per held-out group it checks (dozens of groups).
     "difficulty_params": {
-        "iterations": 200,
+        "iterations": 100,
         "depth": 4,
-        "learning_rate": 0.05,
+        "learning_rate": 0.1,
         "l2_leaf_reg": 10.0,
     },
     # Enough to keep every row's calibrated difficulty honest, few enough to stay cheap.
-    "interval_folds": 5,
+    "interval_folds": 3,
     # With fewer residuals the 5 % tails hold too few rows to place the bounds.
     "min_scenario_rows": 100,
     "folds": DEFAULT_FOLDS,
     "lolo_tuning_blocks": 5,
     # Well below the main job's 10 trials, so that TPE models the last ones.
     "startup_trials": 4,
+    # The largest 40 % of the folds hold most rows (LOGO ITL: 4 GPUs of 10, 88 % of the rows):
+    # a trial worse than half the earlier ones there is stopped, its other folds never fitted.
+    # The default trial and one more always finish, so that there is a median to compare with.
+    "pruning": Pruning(after=0.4, percentile=50.0, startup_trials=2),
     # The kinds a user's query most often is, an unseen GPU or set-up: each check is an interval
     # model per held-out group, and all four splits cost the main job 3.5x the fits of these two.
     "interval_checks": ("LOGO", "LOSO"),
@@ -200,6 +232,7 @@ _FAST = {
     "folds": Folds(cv=3, llm_blocks=3),
     "lolo_tuning_blocks": 2,
     "startup_trials": 2,
+    "pruning": Pruning(after=0.4, percentile=50.0, startup_trials=2),
     # every split: cheap here, and the tests see every kind checked
     "interval_checks": ("CV", "LOGO", "LOLO", "LOSO"),
 }
@@ -246,7 +279,7 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
         name=name,
         target=target,
         members=MEMBERS[target],
-        fixed_params={**_FIXED, **_ONE_HOT.get(target, {})},
+        fixed_params={**_FIXED, **_OWN_FIXED[target]},
         novelty_scale=NOVELTY_SCALE[target],
         **settings,
     )

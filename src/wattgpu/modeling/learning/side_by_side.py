@@ -60,21 +60,57 @@ def run(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> list[T]:
         FitCrashed: a worker died mid-job; the next call starts a fresh pool.
 
     """
+    return submit(task, jobs)()
+
+
+def submit(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> Callable[[], list[T]]:
+    """Start ``run(task, jobs)`` in the workers; return the call that waits for its answers.
+
+    The caller does other work meanwhile (with one core or one job, the jobs run when the
+    answers are asked for). The returned call raises as ``run`` does.
+    """
     if min(len(jobs), cores()) <= 1:
-        return [task(*job) for job in jobs]
+        return lambda: [task(*job) for job in jobs]
     pool = _executor()
     futures: list[Future[T]] = []
     try:
         futures = [pool.submit(task, *job) for job in jobs]
-        return [future.result() for future in futures]
     except BrokenProcessPool as error:
-        close()
-        raise FitCrashed(
-            f"a worker process died while it fitted ({error}); the job stopped, rerun it"
-        ) from error
-    finally:
-        for future in futures:
-            future.cancel()
+        _cancel(futures)
+        raise _crashed(error) from error
+
+    def answers() -> list[T]:
+        try:
+            return [future.result() for future in futures]
+        except BrokenProcessPool as error:
+            raise _crashed(error) from error
+        finally:
+            _cancel(futures)
+
+    return answers
+
+
+def warm_up() -> None:
+    """Start the workers now, without waiting for them: the first batch then finds them ready.
+
+    Their start (the fork server importing the fitting code, a few seconds) overlaps with
+    whatever the job does next on the other core.
+    """
+    if cores() > 1:
+        pool = _executor()
+        for _ in range(cores()):
+            pool.submit(os.getpid)
+
+
+def _crashed(error: BrokenProcessPool) -> FitCrashed:
+    """The error of a batch whose worker died; the pool is closed, so the next starts anew."""
+    close()
+    return FitCrashed(f"a worker process died while it fitted ({error}); the job stopped, rerun it")
+
+
+def _cancel(futures: list[Future[Any]]) -> None:
+    for future in futures:
+        future.cancel()
 
 
 def close() -> None:
