@@ -185,7 +185,7 @@ _FULL = {
     },
     # Deliberately small: a few hundred residuals, and it only ranks regimes by how wrong the
     # main model tends to be in them. Not cheaper: 100 trees at twice the rate and 3 folds saved
-    # the main job about 5 s but widened the unseen set-up's intervals at the same coverage
+    # the main job about 7 s but widened the unseen set-up's intervals at the same coverage
     # (the main job's LOSO check, median width: ITL server 4.5 -> 5.7 x the prediction, TTFT
     # 6.0 -> 7.3 x, at the same coverage).
     "difficulty_params": {
