@@ -192,16 +192,7 @@ def make_objective(
                 )
             )
             if step < len(stages) - 1:
-                so_far = merged(parts)
-                done = so_far["pred"].notna()
-                partial = mdape(so_far["true"][done], so_far["pred"][done])
-                trial.report(partial, step)
-                if trial.should_prune():
-                    if log_trial is not None:
-                        log_trial(trial.number, params, {f"{split}_mdape_partial": partial})
-                    raise optuna.TrialPruned(
-                        f"{split} MdAPE {partial:.2f} % after {step + 1} of {len(stages)} stages"
-                    )
+                _prune_if_behind(trial, merged(parts), step, split, params, log_trial)
         oof = merged(parts)
         value = mdape(oof["true"], oof["pred"])
         if not np.isfinite(value):
@@ -224,6 +215,29 @@ def make_objective(
     return objective
 
 
+def _prune_if_behind(
+    trial: optuna.Trial,
+    so_far: pd.DataFrame,
+    step: int,
+    split: str,
+    params: dict[str, Any],
+    log_trial: TrialLogger | None,
+) -> None:
+    """Report the MdAPE of the rows predicted so far; stop the trial where the pruner says.
+
+    Raises:
+        optuna.TrialPruned: the trial is stopped (logged first with its partial figure).
+
+    """
+    done = so_far["pred"].notna()
+    partial = mdape(so_far["true"][done], so_far["pred"][done])
+    trial.report(partial, step)
+    if trial.should_prune():
+        if log_trial is not None:
+            log_trial(trial.number, params, {f"{split}_mdape_partial": partial})
+        raise optuna.TrialPruned(f"{split} MdAPE {partial:.2f} % after stage {step + 1}")
+
+
 def fold_stages(folds: list[tuple[np.ndarray, np.ndarray]], first_share: float) -> list[list[int]]:
     """The folds' numbers in the order a trial fits them: a first stage, then the rest.
 
@@ -242,9 +256,7 @@ def merged(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """Out-of-fold frames of disjoint folds as one (each row from the part that predicted it)."""
     out = parts[0].copy()
     for part in parts[1:]:
-        answered = part["pred"].notna().to_numpy()
-        for column in ("pred", "prior"):
-            out.loc[answered, column] = part.loc[answered, column]
+        out[["pred", "prior"]] = out[["pred", "prior"]].fillna(part[["pred", "prior"]])
     return out
 
 

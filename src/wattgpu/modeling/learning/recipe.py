@@ -165,6 +165,11 @@ _OWN_FIXED = {
     "ttft": {"border_count": 64, "one_hot_max_size": 255},
 }
 
+# Both recipes: the largest 40 % of the folds hold most rows (LOGO ITL: 4 GPUs of 10, 88 % of the
+# rows); a trial worse than half the earlier ones there is stopped, its other folds never fitted.
+# The default trial and one more always finish, so that there is a median to compare with.
+_PRUNING = Pruning(after=0.4, percentile=50.0, startup_trials=2)
+
 _FULL = {
     # CatBoost's own defaults but for the iterations (random_strength 1 is CatBoost's too).
     "default_params": {
@@ -202,10 +207,7 @@ _FULL = {
     "lolo_tuning_blocks": 5,
     # Well below the main job's 10 trials, so that TPE models the last ones.
     "startup_trials": 4,
-    # The largest 40 % of the folds hold most rows (LOGO ITL: 4 GPUs of 10, 88 % of the rows):
-    # a trial worse than half the earlier ones there is stopped, its other folds never fitted.
-    # The default trial and one more always finish, so that there is a median to compare with.
-    "pruning": Pruning(after=0.4, percentile=50.0, startup_trials=2),
+    "pruning": _PRUNING,
     # The kinds a user's query most often is, an unseen GPU or set-up: each check is an interval
     # model per held-out group, and all four splits cost the main job 3.5x the fits of these two.
     "interval_checks": ("LOGO", "LOSO"),
@@ -235,7 +237,7 @@ _FAST = {
     "folds": Folds(cv=3, llm_blocks=3),
     "lolo_tuning_blocks": 2,
     "startup_trials": 2,
-    "pruning": Pruning(after=0.4, percentile=50.0, startup_trials=2),
+    "pruning": _PRUNING,
     # every split: cheap here, and the tests see every kind checked
     "interval_checks": ("CV", "LOGO", "LOLO", "LOSO"),
 }
