@@ -137,3 +137,55 @@ def test_a_run_of_a_worker_on_another_machine_is_swept_once_its_heartbeat_is_sta
     assert tracking.kill_dead_runs("power", "s", workers.is_dead) == [ids["stale"]]
     statuses = {name: client.get_run(ids[name]).info.status for name in ids}
     assert statuses == {"stale": "KILLED", "fresh": "RUNNING", "none": "RUNNING"}
+
+
+def test_ctrl_c_ends_the_main_job_with_no_run_or_trial_left_running(tmp_path, catalog):
+    """SIGINT (Ctrl-C) mid-tuning: the side-by-side targets all end, their runs FAILED."""
+    data = tmp_path / "small.csv"
+    simulate(catalog, seed=5).query("gpu in @GPUS").to_csv(data, index=False)
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, MARKER: marker}
+    env["WATTGPU_DATA_DIR"] = str(SHIPPED_DATA_DIR)
+    command = [sys.executable, "-m", "wattgpu", "main", "--recipe", "fast", "--data", str(data)]
+    job = subprocess.Popen(
+        [*command, "--storage", storage, "--trials", "50"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while "COMPLETE" not in all_trial_states(storage):
+        assert job.poll() is None, "the job ended before it could be interrupted"
+        assert time.monotonic() < deadline, all_trial_states(storage)
+        time.sleep(0.1)
+    os.kill(job.pid, signal.SIGINT)
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode != 0, stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    deadline = time.monotonic() + 5
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker) == [], "processes of the interrupted job are still alive"
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(search_all_experiments=True)
+    tuning = runs[runs["tags.wattgpu.kind"] == "tuning"]
+    assert len(tuning) >= 2  # the targets ran side by side
+    assert set(tuning["status"]) == {"FAILED"}, tuning[["tags.mlflow.runName", "status"]]
+    assert "RUNNING" not in set(runs["status"])  # nor a trial's nested run
+    states = all_trial_states(storage)
+    assert "RUNNING" not in states and "FAIL" in states, states
+
+
+def all_trial_states(storage: str) -> list[str]:
+    """The states of every trial of every study in ``storage``."""
+    if not Path(storage.removeprefix("sqlite:///")).exists():
+        return []
+    return [
+        trial.state.name
+        for summary in optuna.get_all_study_summaries(storage)
+        for trial in optuna.load_study(study_name=summary.study_name, storage=storage).trials
+    ]

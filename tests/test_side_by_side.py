@@ -94,3 +94,16 @@ def test_a_submitted_jobs_error_is_raised_when_the_answers_are_asked_for():
     answers = side_by_side.submit(refuse, [(4,), (5,)])
     with pytest.raises(ValueError, match="no 4"):
         answers()
+
+
+def test_a_stopped_job_takes_no_more_batches_until_the_next_warm_up():
+    side_by_side.stop()
+    try:
+        with pytest.raises(side_by_side.Stopped, match="stopped"):
+            side_by_side.submit(square_and_pid, [(1,), (2,)])
+        with pytest.raises(side_by_side.Stopped):
+            side_by_side.run(square_and_pid, [(1,)])  # not even one job here
+        assert side_by_side._pool is None  # the workers were let go
+    finally:
+        side_by_side.warm_up()
+    assert [a for a, _ in side_by_side.run(square_and_pid, [(2,), (3,)])] == [4, 9]

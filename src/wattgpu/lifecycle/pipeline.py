@@ -14,7 +14,9 @@ from __future__ import annotations
 import math
 import platform
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,10 @@ from wattgpu.modeling.physical.targets import (
     check_target,
     rows_with_target,
 )
+
+# The main job's targets, on threads of their own, log their models one at a time: MLflow's
+# models-from-code sets the model being logged in a process-wide variable.
+_PACKAGING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -262,7 +268,8 @@ def run_job(
             known=None if known is None else {"LOGO": known},
         )
         log_assessment(target, assessment)
-        package(job, rows, params, assessment, seed=seed)
+        with _PACKAGING:
+            package(job, rows, params, assessment, seed=seed)
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -294,6 +301,7 @@ def main_job(
     """The main job: validate the data once, then tune, evaluate, register every target.
 
     ``recipe`` defaults to the settings' (``full`` unless ``WATTGPU_RECIPE`` says).
+    The targets run side by side, each as ``tune`` runs it, on threads sharing the workers.
     A target's new version is registered (alias ``challenger``) and, when the target has no
     production version yet, promoted to production. TTFT (``OPTIONAL_TARGETS``) is skipped when
     the data holds no measured value of it; a target whose study is already complete is
@@ -304,7 +312,9 @@ def main_job(
 
     Raises:
         ConfigError: an unknown recipe, an unreachable store or storage (nothing was run).
-        ValidationFailed: the data broke an expectation (nothing was trained).
+        ValidationFailed: the data broke an expectation (each target's run is logged as
+            FAILED with the report; nothing was trained).
+        Exception: a target's error, once all have ended (``side_by_side_targets``).
 
     """
     say = notify or (lambda _line: None)
@@ -313,46 +323,66 @@ def main_job(
     promotion_lock.configure(settings.promotion_lease_s)
     side_by_side.warm_up()  # the workers start while the data is read and validated
     data = load_data(settings, data_paths)
-    results: dict[str, TuneResult] = {}
+    jobs = {}
+    for target in TARGETS:
+        if target in OPTIONAL_TARGETS and not measures(data, target):
+            say(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
+            continue
+        name = f"{study_name}-{target}" if study_name else None
+        try:
+            jobs[target] = prepare(
+                settings, target, recipe=recipe, data=data, data_paths=data_paths,
+                storage=storage, study_name=name, trials=trials, seed=seed, notify=say,
+            )  # fmt: skip
+        except StudyComplete as done:
+            say(str(done))  # not an error: this target's study is complete
+    if not jobs:
+        return {}
+
+    def run_target(job: Job) -> TuneResult:
+        result = run_job(
+            job,
+            validation,
+            trials=trials,
+            timeout=timeout,
+            seed=seed,
+            launcher_run_id=launcher_run_id,
+            show_progress=show_progress,
+        )
+        say(summary(job.target, result))
+        if register:
+            version, promotion = registry.register_candidate(job.target, result.run_id)
+            say(f"registered {registry.model_name(job.target)} v{version} (alias challenger)")
+            if promotion is not None:
+                say(promotion.line())
+        return result
+
     with tempfile.TemporaryDirectory() as docs:
-        validation: Validation | None = None
-        for target in TARGETS:
-            if target in OPTIONAL_TARGETS and not measures(data, target):
-                say(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
-                continue
-            try:
-                job = prepare(
-                    settings,
-                    target,
-                    recipe=recipe,
-                    data=data,
-                    data_paths=data_paths,
-                    storage=storage,
-                    study_name=f"{study_name}-{target}" if study_name else None,
-                    trials=trials,
-                    seed=seed,
-                    notify=say,
-                )
-            except StudyComplete as done:
-                say(str(done))  # not an error: this target's study is complete
-                continue
-            validation = validation or validate(settings, data, Path(docs))
-            results[target] = run_job(
-                job,
-                validation,
-                trials=trials,
-                timeout=timeout,
-                seed=seed,
-                launcher_run_id=launcher_run_id,
-                show_progress=show_progress,
-            )
-            say(summary(target, results[target]))
-            if register:
-                version, promotion = registry.register_candidate(target, results[target].run_id)
-                say(f"registered {registry.model_name(target)} v{version} (alias challenger)")
-                if promotion is not None:
-                    say(promotion.line())
-    return results
+        validation = validate(settings, data, Path(docs))
+        return side_by_side_targets(jobs, run_target)
+
+
+def side_by_side_targets(
+    jobs: dict[str, Job], run_target: Callable[[Job], TuneResult]
+) -> dict[str, TuneResult]:
+    """``run_target`` of each job, on a thread of its own; each target's result.
+
+    The threads share the worker processes: one target's steps on this process (scoring,
+    logging, packaging) overlap another's fits, and no core idles while a trial waits for its
+    last fold. On Ctrl-C the workers stop, and the other targets end at their next batch.
+
+    Raises:
+        Exception: the first target's error, in the jobs' order, once every target has ended.
+
+    """
+    with ThreadPoolExecutor(len(jobs), thread_name_prefix="wattgpu-target") as threads:
+        running = {target: threads.submit(run_target, job) for target, job in jobs.items()}
+        try:
+            wait(running.values())
+        except KeyboardInterrupt:
+            side_by_side.stop()
+            raise
+    return {target: future.result() for target, future in running.items()}
 
 
 def prepare(
@@ -574,11 +604,11 @@ def log_assessment(target: str, assessment: Assessment) -> None:
         tracking.log_frame(predictions, f"evaluation/oof_{split}.csv")
     tracking.log_metrics(interval_metrics(assessment.intervals))
     tracking.log_frame(assessment.intervals.cells, tracking.INTERVAL_CELLS_CSV)
-    _log_figure(
+    tracking.log_figure(
         plots.predicted_vs_measured(oof["LOGO"], target, "LOGO"),
         "plots/predicted_vs_measured_LOGO.png",
     )
-    _log_figure(plots.gpu_ranking(oof["LOGO"], target), "plots/gpu_ranking_LOGO.png")
+    tracking.log_figure(plots.gpu_ranking(oof["LOGO"], target), "plots/gpu_ranking_LOGO.png")
 
 
 def package(
@@ -592,7 +622,7 @@ def package(
     """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI."""
     model = models.fit(job.recipe, rows, params, seed=seed)
     importance = model.feature_importance()
-    _log_figure(
+    tracking.log_figure(
         plots.feature_importance(list(importance.index), importance.to_numpy()),
         "plots/feature_importance.png",
     )
@@ -636,11 +666,6 @@ def model_card(
         interval_not_validated=tuple(not_validated_notes(bounds)),
         wattgpu_version=__version__,
     )
-
-
-def _log_figure(figure: Any, artifact_file: str) -> None:
-    tracking.log_figure(figure, artifact_file)
-    plots.close(figure)
 
 
 # The prefix of each method's metrics; any other method is the target's no-learning baseline.

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # no screen here, in CI or on a server
+from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT  # noqa: E402
+# Figures are made with matplotlib's object API, not pyplot: no screen or backend is needed, and
+# no process-wide figure list that the main job's side-by-side targets would share.
 
 
 def predicted_vs_measured(oof: pd.DataFrame, target: str, split: str) -> Figure:
     """Scatter of out-of-fold predictions against measurements, one colour per scenario."""
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig = Figure(figsize=(5.5, 5))
+    ax = fig.subplots()
     scale = REPORT_SCALE[target]
     for scenario, rows in oof.groupby("scenario"):
         ax.scatter(rows["true"] * scale, rows["pred"] * scale, s=8, alpha=0.5, label=scenario)
@@ -38,7 +37,8 @@ def gpu_ranking(oof: pd.DataFrame, target: str) -> Figure:
     """Mean measured and predicted value per GPU (held out in turn), sorted by the measurement."""
     scale = REPORT_SCALE[target]
     means = oof.groupby("gpu")[["true", "pred"]].mean().sort_values("true") * scale
-    fig, ax = plt.subplots(figsize=(7, max(3.0, 0.3 * len(means))))
+    fig = Figure(figsize=(7, max(3.0, 0.3 * len(means))))
+    ax = fig.subplots()
     y = np.arange(len(means))
     ax.barh(y - 0.2, means["true"], height=0.4, label="measured")
     ax.barh(y + 0.2, means["pred"], height=0.4, label="predicted (GPU unseen)")
@@ -53,13 +53,9 @@ def gpu_ranking(oof: pd.DataFrame, target: str) -> Figure:
 def feature_importance(names: list[str], importance: np.ndarray, top: int = 20) -> Figure:
     """Horizontal bars of the largest feature importances."""
     order = np.argsort(importance)[-top:]
-    fig, ax = plt.subplots(figsize=(6, 0.3 * len(order) + 1))
+    fig = Figure(figsize=(6, 0.3 * len(order) + 1))
+    ax = fig.subplots()
     ax.barh([names[i] for i in order], importance[order])
     ax.set_xlabel("CatBoost feature importance")
     fig.tight_layout()
     return fig
-
-
-def close(fig: Figure) -> None:
-    """Free a figure's memory once it is logged."""
-    plt.close(fig)

@@ -6,8 +6,10 @@ what WattGPU is for. Studies live in any SQLAlchemy storage and resume where the
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,7 @@ from wattgpu.modeling.learning.evaluation import (
     score,
 )
 from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.learning.side_by_side import Stopped
 from wattgpu.modeling.learning.splits import split_indices
 from wattgpu.modeling.metrics import mdape
 
@@ -43,6 +46,26 @@ def suggest(trial: optuna.Trial, recipe: Recipe) -> dict[str, Any]:
     return params
 
 
+# What a trial cut short by Ctrl-C fails with: the interrupt itself, or on the main job's other
+# targets the stopped workers (``side_by_side.stop``).
+STOPPED = (KeyboardInterrupt, Stopped, CancelledError)
+
+
+def _untraced_when_stopped(record: logging.LogRecord) -> bool:
+    """Optuna's line for a trial that failed because the job was stopped, without the trace."""
+    if record.exc_info and isinstance(record.exc_info[1], STOPPED):
+        record.exc_info = None
+    return True
+
+
+def _quiet_optuna() -> None:
+    """Optuna's warnings only; a trial stopped by Ctrl-C in one line, not with its trace."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for handler in logging.getLogger("optuna").handlers:
+        if _untraced_when_stopped not in handler.filters:
+            handler.addFilter(_untraced_when_stopped)
+
+
 def sampler(recipe: Recipe, seed: int) -> optuna.samplers.TPESampler:
     """TPE, seeded, modelling after the recipe's few random startup trials.
 
@@ -58,7 +81,7 @@ def open_study(storage: str, study_name: str, recipe: Recipe, seed: int) -> optu
         ConfigError: the storage URL cannot be opened.
 
     """
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _quiet_optuna()
     try:
         with warnings.catch_warnings():
             # experimental in name since Optuna 2.9; the interface has not changed since
@@ -347,7 +370,7 @@ def tune_params(
     """
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _quiet_optuna()
     study = optuna.create_study(
         direction="minimize", sampler=sampler(recipe, seed), pruner=pruner(recipe)
     )

@@ -8,6 +8,7 @@ feature matrix less some columns; which columns, and with which settings, its re
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -132,6 +133,18 @@ def pool(
     return Pools(target, frame, label)(without)
 
 
+# One CatBoost fit at a time per process: a fit sets a process-wide interrupt callback and
+# clears it when it ends, and a fit on another thread that reads it in between crashes the
+# process (``side_by_side``). The main job's targets run on threads of one process.
+_ONE_FIT = threading.Lock()
+
+
+def fit_alone(model: CatBoostRegressor, data: Pool) -> CatBoostRegressor:
+    """``model.fit(data)``, never beside another fit of this process."""
+    with _ONE_FIT:
+        return model.fit(data)
+
+
 def fit_members(
     target: str,
     frame: pd.DataFrame,
@@ -156,8 +169,7 @@ def fit_members(
             allow_writing_files=False,
             verbose=False,
         )
-        model.fit(pools(without))
-        fitted.append((without, model))
+        fitted.append((without, fit_alone(model, pools(without))))
     return Regressor(target, fitted, Familiarity.of(frame, novelty_scale))
 
 

@@ -36,10 +36,16 @@ PRELOAD = ("wattgpu.modeling.learning.evaluation", "wattgpu.modeling.learning.in
 JOB_POLL_S = 0.5
 
 _pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()  # the main job's targets share the pool from threads of their own
+_stopped = False  # ``stop`` was called: batches are refused until the next ``warm_up``
 
 
 class FitCrashed(RuntimeError):
     """A worker process died while it fitted (a native crash, or killed from outside)."""
+
+
+class Stopped(RuntimeError):
+    """The job was stopped (``stop``): no more batches are taken."""
 
 
 def cores() -> int:
@@ -69,6 +75,8 @@ def submit(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> Callable[
     The caller does other work meanwhile (with one core or one job, the jobs run when the
     answers are asked for). The returned call raises as ``run`` does.
     """
+    if _stopped:
+        raise Stopped("the job was stopped; no more fits are started")
     if min(len(jobs), cores()) <= 1:
         return lambda: [task(*job) for job in jobs]
     pool = _executor()
@@ -96,6 +104,8 @@ def warm_up() -> None:
     Their start (the fork server importing the fitting code, a few seconds) overlaps with
     whatever the job does next on the other core.
     """
+    global _stopped
+    _stopped = False
     if cores() > 1:
         pool = _executor()
         for _ in range(cores()):
@@ -116,23 +126,40 @@ def _cancel(futures: list[Future[Any]]) -> None:
 def close() -> None:
     """Stop the workers (the next ``run`` starts new ones)."""
     global _pool
-    if _pool is not None:
-        _pool.shutdown(wait=False, cancel_futures=True)
-        _pool = None
+    with _pool_lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+
+
+def stop() -> None:
+    """Stop the workers and refuse new batches until the next ``warm_up`` (an interrupted job).
+
+    A batch waiting for its answers gets ``CancelledError`` for the fits not yet started; a
+    thread that asks for another batch gets ``Stopped``: the job's other threads end at once.
+    """
+    global _stopped
+    _stopped = True
+    close()
 
 
 def _executor() -> ProcessPoolExecutor:
     global _pool
-    if _pool is None:
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if context.get_start_method() == "forkserver":
-            # ``__main__`` is the default: a script is imported once, not once per worker.
-            context.set_forkserver_preload(["__main__", *PRELOAD])
-        _pool = ProcessPoolExecutor(
-            cores(), mp_context=context, initializer=_worker_set_up, initargs=(os.getpid(),)
-        )
-    return _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _new_pool()
+        return _pool
+
+
+def _new_pool() -> ProcessPoolExecutor:
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if context.get_start_method() == "forkserver":
+        # ``__main__`` is the default: a script is imported once, not once per worker.
+        context.set_forkserver_preload(["__main__", *PRELOAD])
+    return ProcessPoolExecutor(
+        cores(), mp_context=context, initializer=_worker_set_up, initargs=(os.getpid(),)
+    )
 
 
 def _worker_set_up(job: int) -> None:

@@ -29,7 +29,7 @@ import pandas as pd
 from catboost import CatBoostRegressor
 
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.modeling.learning.models import Pools, pool
+from wattgpu.modeling.learning.models import Pools, fit_alone, pool
 from wattgpu.modeling.learning.recipe import Recipe
 from wattgpu.modeling.learning.splits import split_groups
 from wattgpu.modeling.learning.unseen import (
@@ -218,8 +218,7 @@ def fit_difficulty(
         allow_writing_files=False,
         verbose=False,
     )
-    model.fit(pool(recipe.target, frame, recipe.difficulty_without(), label))
-    return model
+    return fit_alone(model, pool(recipe.target, frame, recipe.difficulty_without(), label))
 
 
 def difficulty(
