@@ -23,6 +23,7 @@ from wattgpu.modeling.learning.baselines import (
     nearest_measured,
 )
 from wattgpu.modeling.learning.recipe import Recipe
+from wattgpu.modeling.learning.side_by_side import Shared
 from wattgpu.modeling.learning.splits import (
     LLM_BLOCKS,
     SPLITS,
@@ -134,15 +135,16 @@ def out_of_fold(
 
 def prepared_folds(
     frame: pd.DataFrame, folds: list[Fold], prepare: Prepare | None
-) -> list[PreparedFold]:
+) -> list[Shared[PreparedFold]]:
     """Each fold's (train, test) rows, rewritten by ``prepare`` from its training side alone.
 
-    Done once per fold, so that every fit on the fold (every trial of a study) reuses it.
+    Done once per fold, so that every fit on the fold (every trial of a study) reuses it; each
+    worker reads a fold once, and featurises it once (``side_by_side.Shared``).
     """
     sides = [(frame.iloc[train], frame.iloc[test]) for train, test in folds]
-    if prepare is None:
-        return sides
-    return side_by_side.run(prepare, sides)  # each fold's refit on a core of its own
+    if prepare is not None:
+        sides = side_by_side.run(prepare, sides)  # each fold's refit on a core of its own
+    return [Shared(fold) for fold in sides]
 
 
 def predict_folds(
@@ -153,7 +155,7 @@ def predict_folds(
     *,
     seed: int = 0,
     prepare: Prepare | None = None,
-    prepared: list[PreparedFold] | None = None,
+    prepared: list[Shared[PreparedFold]] | None = None,
 ) -> pd.DataFrame:
     """Each fold's test rows predicted by a model fitted on its training rows with its params.
 
@@ -180,7 +182,7 @@ def submit_fold_sets(
     *,
     seed: int = 0,
     prepare: Prepare | None = None,
-    prepared: list[list[PreparedFold] | None] | None = None,
+    prepared: list[list[Shared[PreparedFold]] | None] | None = None,
 ) -> Callable[[], list[pd.DataFrame]]:
     """Start ``predict_folds`` of several sets of folds in the workers, all in one batch.
 
@@ -194,14 +196,13 @@ def submit_fold_sets(
     prepared = prepared or [None] * len(fold_sets)
     jobs = []
     for folds, fold_params, ready in zip(fold_sets, params_sets, prepared, strict=True):
-        sides = ready or [(frame.iloc[train], frame.iloc[test]) for train, test in folds]
+        sides = ready or [Shared((frame.iloc[train], frame.iloc[test])) for train, test in folds]
         how = None if ready else prepare
         jobs += [(side, params, how) for side, params in zip(sides, fold_params, strict=True)]
     # One single-threaded fit per core beats one fit over all cores on data this small
     # (CatBoost's threads have too little work per tree to keep the cores busy).
     pending = side_by_side.submit(
-        _fit_predict,
-        [(recipe, train, test, params, seed, how) for (train, test), params, how in jobs],
+        _fit_predict, [(recipe, fold, params, seed, how) for fold, params, how in jobs]
     )
 
     def answers() -> list[pd.DataFrame]:
@@ -227,17 +228,23 @@ def _prepared(prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame) 
 
 def _fit_predict(
     recipe: Recipe,
-    train: pd.DataFrame,
-    test: pd.DataFrame,
+    fold: Shared[PreparedFold],
     params: dict[str, Any] | None,
     seed: int,
     prepare: Prepare | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The model's answers on ``test`` and the analytical prior's, both in SI units."""
-    train, test = _prepared(prepare, train, test)
-    model = models.fit(recipe, train, params, seed=seed, threads=1)
+    """The model's answers on the fold's test rows and the analytical prior's, both in SI units.
+
+    The fold's sides, rewritten by ``prepare``, and their featurised rows are kept with it for
+    the next fit on the same fold (the next trial's).
+    """
+    train, test = fold.derived("sides", lambda sides: _prepared(prepare, *sides))
+    fit_pools = fold.derived("fit", lambda _: models.training_pools(recipe, train))
+    test_pools = fold.derived("test", lambda _: models.Pools(recipe.target, test))
+    model = models.fit(recipe, train, params, seed=seed, threads=1, pools=fit_pools)
     _, prior = PRIOR_COLUMN[recipe.target]
-    return models.predict_si(recipe.target, model, test), test[prior].to_numpy(dtype=float)
+    answer = models.predict_si(recipe.target, model, test, test_pools)
+    return answer, test[prior].to_numpy(dtype=float)
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:

@@ -153,13 +153,15 @@ def fit_members(
     settings: dict[str, Any],
     seed: int = 0,
     novelty_scale: float = math.inf,
+    pools: Pools | None = None,
 ) -> Regressor:
     """Fit one CatBoost member per left-out column set of ``members`` on ``label``.
 
     ``novelty_scale``: the distance from the training rows (``novelty``) at which a query's
-    correction keeps 1/e of itself (infinite: never shrunk).
+    correction keeps 1/e of itself (infinite: never shrunk). ``pools``: the rows' ``Pools``
+    with ``label``, when already built (every trial of a study fits the same folds).
     """
-    pools = Pools(target, frame, label)  # featurised once for every member
+    pools = pools or Pools(target, frame, label)  # featurised once for every member
     fitted = []
     for without in members:
         model = CatBoostRegressor(
@@ -179,17 +181,26 @@ def fit(
     params: Mapping[str, Any] | None = None,
     seed: int = 0,
     threads: int = -1,
+    pools: Pools | None = None,
 ) -> Regressor:
     """Fit the recipe's members with ``params`` (tuned) on rows with features and measurements.
 
     ``threads``: CatBoost's threads per fit (-1: all cores; 1 where folds run side by side).
+    ``pools``: ``training_pools(recipe, frame)``, when already built.
     """
     target = recipe.target
     settings = {**recipe.catboost_params(params), "thread_count": threads}
     trust = settings.pop(CORRECTION_WEIGHT)
     label = encode(target, frame)
-    model = fit_members(target, frame, label, recipe.members, settings, seed, recipe.novelty_scale)
+    model = fit_members(
+        target, frame, label, recipe.members, settings, seed, recipe.novelty_scale, pools
+    )
     return replace(model, familiarity=replace(model.familiarity, trust=trust))
+
+
+def training_pools(recipe: Recipe, frame: pd.DataFrame) -> Pools:
+    """The ``Pools`` that ``fit`` fits the recipe's members on, for rows with measurements."""
+    return Pools(recipe.target, frame, encode(recipe.target, frame))
 
 
 def raw_predict(

@@ -17,16 +17,24 @@ As with any process pool, a script that fits through this module must start unde
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
+import pickle
 import select
+import shutil
 import signal
+import tempfile
 import threading
 import time
+import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -34,6 +42,10 @@ T = TypeVar("T")
 PRELOAD = ("wattgpu.modeling.learning.evaluation", "wattgpu.modeling.learning.interval_check")
 # How often a worker looks whether its job still runs, where it cannot wait on a pidfd.
 JOB_POLL_S = 0.5
+
+# A worker keeps this many shared values (``Shared``), the least recently used let go first: a
+# study's folds of the main job's three targets, and an evaluation's.
+KEPT_VALUES = 48
 
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()  # the main job's targets share the pool from threads of their own
@@ -46,6 +58,78 @@ class FitCrashed(RuntimeError):
 
 class Stopped(RuntimeError):
     """The job was stopped (``stop``): no more batches are taken."""
+
+
+class Shared(Generic[T]):
+    """A value that jobs name many times and each worker reads once (a study's folds).
+
+    A job's arguments travel to its worker pickled, each time: a fold's rows, sent with every
+    trial of a study, were pickled and read again for each fit. A shared value is written to a
+    file the first time a job carries it; a worker reads it the first time a job names it and
+    keeps it, with what its jobs derive from it (``derived``), for the jobs after.
+    """
+
+    def __init__(self, value: T) -> None:
+        self.key = uuid.uuid4().hex
+        self._path: str | None = None
+        self._writing = threading.Lock()
+        self._here: dict[str, Any] | None = {"value": value}
+
+    @property
+    def value(self) -> T:
+        """The value (read from its file once per worker)."""
+        return self._kept()["value"]
+
+    def derived(self, name: str, make: Callable[[T], Any]) -> Any:
+        """``make(value)``, made once per process and kept beside the value under ``name``."""
+        kept = self._kept()
+        if name not in kept:
+            kept[name] = make(kept["value"])
+        return kept[name]
+
+    def _kept(self) -> dict[str, Any]:
+        if self._here is not None:  # the process that made it
+            return self._here
+        kept = _kept_values.get(self.key)
+        if kept is None:
+            with open(self._path, "rb") as file:  # type: ignore[arg-type]
+                kept = {"value": pickle.load(file)}
+            _kept_values[self.key] = kept
+            while len(_kept_values) > KEPT_VALUES:
+                _kept_values.popitem(last=False)
+        _kept_values.move_to_end(self.key)
+        return kept
+
+    def __getstate__(self) -> dict[str, Any]:
+        with self._writing:
+            if self._path is None:
+                self._path = str(_shared_folder() / self.key)
+                with open(self._path, "wb") as file:
+                    pickle.dump(self.value, file, protocol=pickle.HIGHEST_PROTOCOL)
+                weakref.finalize(self, _remove, self._path)  # gone with the last job naming it
+        return {"key": self.key, "path": self._path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.key, self._path, self._here = state["key"], state["path"], None
+
+
+_kept_values: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_folder: Path | None = None
+_folder_lock = threading.Lock()
+
+
+def _shared_folder() -> Path:
+    """The folder of the shared values' files that this process wrote (removed at its exit)."""
+    global _folder
+    with _folder_lock:
+        if _folder is None:
+            _folder = Path(tempfile.mkdtemp(prefix="wattgpu-shared-"))
+            atexit.register(shutil.rmtree, _folder, True)
+        return _folder
+
+
+def _remove(path: str) -> None:
+    Path(path).unlink(missing_ok=True)
 
 
 def cores() -> int:
