@@ -83,15 +83,15 @@ def pair_codes(first: Any, second: Any) -> tuple[np.ndarray, list[tuple[Any, Any
 def row_codes(columns: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Codes of each row's combination of values over ``columns``, and each code's first row.
 
-    The columns are coded one by one (``unique_codes``; integer columns of many rows by pandas'
-    factorize, without a detour through objects) and folded into one integer per row, recoded
-    after each column so that it never overflows.
+    The columns are coded one by one (``unique_codes``; numeric columns of many rows by pandas'
+    factorize, without a detour through objects, NaN a value like any other) and folded into
+    one integer per row, recoded after each column so that it never overflows.
     """
     n = len(columns[0])
     codes, count = np.zeros(n, dtype=np.intp), 1
     for column in columns:
         column = np.asarray(column)
-        whole = column.dtype.kind in "iub" and n > SMALL
+        whole = column.dtype.kind in "iubf" and n > SMALL
         column_codes, values = _int_codes(column) if whole else unique_codes(column)
         combined = codes * len(values) + column_codes
         codes, found = unique_codes(combined) if n <= SMALL else _int_codes(combined)
@@ -102,5 +102,5 @@ def row_codes(columns: list[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _int_codes(values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
-    codes, uniques = pd.factorize(values)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
     return codes, uniques.tolist()

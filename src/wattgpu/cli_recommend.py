@@ -83,11 +83,11 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     """
     from matplotlib.ticker import FuncFormatter
 
-    from wattgpu.lifecycle import plots  # sets the Agg backend before pyplot is imported
+    from wattgpu.lifecycle import plots
 
-    plt = plots.plt
     shown = table[table["fits"] & table["power_w"].notna()]
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig = plots.figure(8, 5.5)
+    ax = fig.subplots()
     ranked = shown["rank"].notna().to_numpy(bool)
     _points(ax, shown, ranked)
     front = shown[shown["pareto"]].sort_values("power_w")

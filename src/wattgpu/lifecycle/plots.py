@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 
-# Figures are made with matplotlib's object API, not pyplot: no screen or backend is needed, and
-# no process-wide figure list that the main job's side-by-side targets would share.
+
+def figure(width: float, height: float) -> Figure:
+    """A figure drawn by Agg, without pyplot.
+
+    No screen is needed (in CI, on a server), and there is no process-wide list of figures for
+    the main job's side-by-side targets to share or for a caller to close.
+    """
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def predicted_vs_measured(oof: pd.DataFrame, target: str, split: str) -> Figure:
     """Scatter of out-of-fold predictions against measurements, one colour per scenario."""
-    fig = Figure(figsize=(5.5, 5))
+    fig = figure(5.5, 5)
     ax = fig.subplots()
     scale = REPORT_SCALE[target]
     for scenario, rows in oof.groupby("scenario"):
@@ -37,7 +46,7 @@ def gpu_ranking(oof: pd.DataFrame, target: str) -> Figure:
     """Mean measured and predicted value per GPU (held out in turn), sorted by the measurement."""
     scale = REPORT_SCALE[target]
     means = oof.groupby("gpu")[["true", "pred"]].mean().sort_values("true") * scale
-    fig = Figure(figsize=(7, max(3.0, 0.3 * len(means))))
+    fig = figure(7, max(3.0, 0.3 * len(means)))
     ax = fig.subplots()
     y = np.arange(len(means))
     ax.barh(y - 0.2, means["true"], height=0.4, label="measured")
@@ -53,7 +62,7 @@ def gpu_ranking(oof: pd.DataFrame, target: str) -> Figure:
 def feature_importance(names: list[str], importance: np.ndarray, top: int = 20) -> Figure:
     """Horizontal bars of the largest feature importances."""
     order = np.argsort(importance)[-top:]
-    fig = Figure(figsize=(6, 0.3 * len(order) + 1))
+    fig = figure(6, 0.3 * len(order) + 1)
     ax = fig.subplots()
     ax.barh([names[i] for i in order], importance[order])
     ax.set_xlabel("CatBoost feature importance")
