@@ -6,8 +6,10 @@ workers import by name.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import tempfile
 
 import numpy as np
 import pytest
@@ -107,3 +109,34 @@ def test_a_stopped_job_takes_no_more_batches_until_the_next_warm_up():
     finally:
         side_by_side.warm_up()
     assert [a for a, _ in side_by_side.run(square_and_pid, [(2,), (3,)])] == [4, 9]
+
+
+def double_of_shared(shared: side_by_side.Shared) -> tuple[int, int]:
+    """The shared list's sum doubled, and how often this process made it (kept: once)."""
+    made = []
+    total = shared.derived("doubled", lambda value: made.append(1) or 2 * sum(value))
+    return total, len(made)
+
+
+@needs_two_cores
+def test_a_shared_value_is_written_once_and_kept_by_each_worker(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(side_by_side, "_folder", None)
+    # a folder left by a job that is gone (a pid no process has), and one of a live process
+    gone = tmp_path / f"{side_by_side.SHARED_PREFIX}{2**22 + 7}-abc"
+    live = tmp_path / f"{side_by_side.SHARED_PREFIX}{os.getppid()}-abc"
+    gone.mkdir()
+    live.mkdir()
+    shared = side_by_side.Shared([1, 2, 3])
+    answers = side_by_side.run(double_of_shared, [(shared,)] * 6)
+    assert [total for total, _ in answers] == [12] * 6
+    assert 1 <= sum(made for _, made in answers) <= side_by_side.cores()  # once per worker
+    folder = side_by_side._shared_folder()
+    assert folder.name.startswith(f"{side_by_side.SHARED_PREFIX}{os.getpid()}-")
+    assert [p.name for p in folder.iterdir()] == [shared.key]  # written once, for six jobs
+    assert not gone.exists() and live.exists()
+    # made here too when the value is asked for here, from the value itself
+    assert double_of_shared(shared) == (12, 1)
+    del shared, answers
+    gc.collect()
+    assert list(folder.iterdir()) == []  # the file goes with the last job naming it

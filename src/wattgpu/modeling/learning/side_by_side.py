@@ -46,6 +46,8 @@ JOB_POLL_S = 0.5
 # A worker keeps this many shared values (``Shared``), the least recently used let go first: a
 # study's folds of the main job's three targets, and an evaluation's.
 KEPT_VALUES = 48
+# The folder of a job's shared values' files: this, its process id, a dash, a random part.
+SHARED_PREFIX = "wattgpu-shared-"
 
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()  # the main job's targets share the pool from threads of their own
@@ -119,11 +121,19 @@ _folder_lock = threading.Lock()
 
 
 def _shared_folder() -> Path:
-    """The folder of the shared values' files that this process wrote (removed at its exit)."""
+    """The folder of the shared values' files that this process wrote (removed at its exit).
+
+    A job killed with SIGKILL cannot remove its own: the next job removes the folders of jobs
+    that are gone, named by their process id.
+    """
     global _folder
     with _folder_lock:
         if _folder is None:
-            _folder = Path(tempfile.mkdtemp(prefix="wattgpu-shared-"))
+            for left in Path(tempfile.gettempdir()).glob(f"{SHARED_PREFIX}*-*"):
+                pid = left.name.removeprefix(SHARED_PREFIX).split("-", 1)[0]
+                if pid.isdigit() and not _alive(int(pid)):
+                    shutil.rmtree(left, ignore_errors=True)
+            _folder = Path(tempfile.mkdtemp(prefix=f"{SHARED_PREFIX}{os.getpid()}-"))
             atexit.register(shutil.rmtree, _folder, True)
         return _folder
 
