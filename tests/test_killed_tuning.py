@@ -70,7 +70,8 @@ def parent_runs(uri: str):
     )
 
 
-def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog):
+def job_files(tmp_path: Path, catalog) -> tuple[Path, str, str, str, dict[str, str]]:
+    """A job's small data, its Optuna storage and tracking URI, its marker and environment."""
     data = tmp_path / "small.csv"
     simulate(catalog, seed=5).query("gpu in @GPUS").to_csv(data, index=False)
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
@@ -78,6 +79,11 @@ def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog
     marker = uuid.uuid4().hex
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, MARKER: marker}
     env["WATTGPU_DATA_DIR"] = str(SHIPPED_DATA_DIR)
+    return data, storage, uri, marker, env
+
+
+def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog):
+    data, storage, uri, marker, env = job_files(tmp_path, catalog)
     command = [sys.executable, "-m", "wattgpu", "tune", "--target", "power", "--data", str(data)]
     command += ["--storage", storage]
     job = subprocess.Popen(
@@ -151,13 +157,7 @@ def test_a_run_of_a_worker_on_another_machine_is_swept_once_its_heartbeat_is_sta
 
 def test_ctrl_c_ends_the_main_job_with_no_run_or_trial_left_running(tmp_path, catalog):
     """SIGINT (Ctrl-C) mid-tuning: the side-by-side targets all end, their runs FAILED."""
-    data = tmp_path / "small.csv"
-    simulate(catalog, seed=5).query("gpu in @GPUS").to_csv(data, index=False)
-    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    marker = uuid.uuid4().hex
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, MARKER: marker}
-    env["WATTGPU_DATA_DIR"] = str(SHIPPED_DATA_DIR)
+    data, storage, uri, marker, env = job_files(tmp_path, catalog)
     command = [sys.executable, "-m", "wattgpu", "main", "--recipe", "fast", "--data", str(data)]
     job = subprocess.Popen(
         [*command, "--storage", storage, "--trials", "50"],
