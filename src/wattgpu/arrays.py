@@ -74,7 +74,7 @@ def pair_codes(first: Any, second: Any) -> tuple[np.ndarray, list[tuple[Any, Any
     first_codes, first_values = unique_codes(first)
     second_codes, second_values = unique_codes(second)
     combined = first_codes * len(second_values) + second_codes
-    codes, found = unique_codes(combined) if len(combined) <= SMALL else _int_codes(combined)
+    codes, found = unique_codes(combined) if len(combined) <= SMALL else _factorized(combined)
     width = max(len(second_values), 1)
     pairs = [(first_values[c // width], second_values[c % width]) for c in found]
     return codes, pairs
@@ -92,15 +92,16 @@ def row_codes(columns: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     for column in columns:
         column = np.asarray(column)
         whole = column.dtype.kind in "iubf" and n > SMALL
-        column_codes, values = _int_codes(column) if whole else unique_codes(column)
+        column_codes, values = _factorized(column) if whole else unique_codes(column)
         combined = codes * len(values) + column_codes
-        codes, found = unique_codes(combined) if n <= SMALL else _int_codes(combined)
+        codes, found = unique_codes(combined) if n <= SMALL else _factorized(combined)
         codes, count = np.asarray(codes, dtype=np.intp), len(found)
     first = np.empty(count, dtype=np.intp)
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
     return codes, first
 
 
-def _int_codes(values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+def _factorized(values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    """``unique_codes`` of a numeric array, by pandas' factorize (NaN a value like any other)."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
     return codes, uniques.tolist()
