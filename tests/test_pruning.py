@@ -93,3 +93,27 @@ def test_a_trial_worse_than_the_earlier_ones_at_its_first_stage_is_pruned_and_co
     assert tuning.completed_trials(study) == len(complete)
     tuning.run_study(study, recipe, rows, trials=6, timeout=None)
     assert len(study.trials) == 6
+
+
+class StampSpy(optuna.samplers.RandomSampler):
+    """Records, as each trial starts running, the worker stamp it already carries in storage."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.seen: list[tuple[optuna.trial.TrialState, object]] = []
+
+    def before_trial(self, study, trial) -> None:
+        self.seen.append((trial.state, trial.user_attrs.get(tuning.WORKER_ATTR)))
+
+
+def test_a_trial_is_running_only_once_it_carries_its_worker(rows, tmp_path):
+    # A job killed between a trial's start and its objective must still leave a stamped trial,
+    # or the next job's sweep can never tell that its worker is dead.
+    recipe = recipe_of("power", "fast")
+    spy = StampSpy()
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", sampler=spy)
+    tuning.run_study(study, recipe, rows, trials=3, timeout=None, worker="host:1:2")
+    running = optuna.trial.TrialState.RUNNING
+    assert spy.seen == [(running, "host:1:2")] * 3
+    assert [t.params for t in study.trials][0] == recipe.default_trial()
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3

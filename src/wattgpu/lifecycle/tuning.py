@@ -7,6 +7,7 @@ what WattGPU is for. Studies live in any SQLAlchemy storage and resume where the
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import CancelledError
@@ -310,25 +311,34 @@ def run_study(
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
     remaining = trials - finished_trials(study)
-    if not study.trials:
-        study.enqueue_trial(recipe.default_trial(), skip_if_exists=True)
-    if remaining > 0:
-        # Workers sharing one study (PostgreSQL) stop together once it holds `trials` complete.
-        callbacks = [optuna.study.MaxTrialsCallback(trials, states=FINISHED)]
-        if on_trial_done:
-            callbacks.append(lambda _study, _trial: on_trial_done())
-        study.optimize(
-            make_objective(recipe, frame, seed, split, log_trial, worker, best, prepare),
-            n_trials=remaining,
-            timeout=timeout,
-            callbacks=callbacks,
-            catch=(),
-        )
+    objective = make_objective(recipe, frame, seed, split, log_trial, worker, best, prepare)
+    callbacks = [lambda _study, _trial: on_trial_done()] if on_trial_done else []
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for _ in range(max(remaining, 0)):
+        # Workers sharing one study (PostgreSQL) stop together once it holds `trials` finished.
+        if finished_trials(study) >= trials or (deadline and time.monotonic() >= deadline):
+            break
+        _enqueue_stamped(study, recipe, worker)
+        study.optimize(objective, n_trials=1, callbacks=callbacks, catch=())
     if completed_trials(study) == 0:
         raise ConfigError(
             f"study {study.study_name!r} finished no trial (timeout {timeout}s too short?)"
         )
     return study
+
+
+def _enqueue_stamped(study: optuna.Study, recipe: Recipe, worker: str) -> None:
+    """Queue the next trial with its worker already stamped (the first: the recipe's default).
+
+    ``optimize`` takes the oldest waiting trial, so a trial is RUNNING only once it carries a
+    worker's identity: a job killed before its objective starts still leaves a trial that the
+    next job can tell is dead (a trial created RUNNING would be stamped only in the objective).
+    """
+    stamp = {WORKER_ATTR: worker} if worker else None
+    if not study.trials:
+        study.enqueue_trial(recipe.default_trial(), user_attrs=stamp, skip_if_exists=True)
+    else:
+        study.enqueue_trial({}, user_attrs=stamp)
 
 
 def best_params(study: optuna.Study) -> dict[str, Any]:
