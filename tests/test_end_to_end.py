@@ -163,7 +163,8 @@ def test_study_resumes_from_its_storage(tmp_path, small_data):
     assert second.best_value <= first.best_value
 
 
-def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_data):
+@pytest.mark.parametrize("job", ["tune", "main"])
+def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_data, job):
     bad = pd.read_csv(small_data)
     bad.loc[0, "mean_power_w"] = 5000.0  # far above any TDP
     path = tmp_path / "bad.csv"
@@ -176,14 +177,19 @@ def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_dat
         recipe=TEST_RECIPE,
     )
     with pytest.raises(ValidationFailed, match="power_over_tdp"):
-        pipeline.tune(settings, "power", data_paths=[path], trials=1, show_progress=False)
+        if job == "tune":
+            pipeline.tune(settings, "power", data_paths=[path], trials=1, show_progress=False)
+        else:  # the main job validates on a worker process
+            pipeline.main_job(settings, data_paths=[path], trials=1, show_progress=False)
     runs = experiment_runs(settings.tracking_uri, "wattgpu-power")
     assert list(runs["status"]) == ["FAILED"]
     run_id = runs.iloc[0]["run_id"]
-    paths = {
-        a.path for a in MlflowClient(settings.tracking_uri).list_artifacts(run_id, "validation")
-    }
-    assert "validation/report.txt" in paths
+    client = MlflowClient(settings.tracking_uri)
+    paths = {a.path for a in client.list_artifacts(run_id, "validation")}
+    assert paths == {"validation/report.txt", "validation/data_docs"}
+    report = Path(client.download_artifacts(run_id, "validation/report.txt")).read_text()
+    assert "FAIL  measurements" in report and "power_over_tdp" in report
+    assert (Path(client.download_artifacts(run_id, "validation/data_docs")) / "index.html").exists()
     assert not MlflowClient(settings.tracking_uri).list_artifacts(run_id, "model")
 
 

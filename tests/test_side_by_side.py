@@ -98,6 +98,16 @@ def test_a_submitted_jobs_error_is_raised_when_the_answers_are_asked_for():
         answers()
 
 
+@needs_two_cores
+def test_a_task_set_aside_runs_on_a_worker_and_its_error_waits_for_the_answer():
+    answer = side_by_side.aside(square_and_pid, 6)
+    value, pid = answer()
+    assert value == 36 and pid != os.getpid()
+    failing = side_by_side.aside(refuse, 7)  # nothing raised until the answer is asked for
+    with pytest.raises(ValueError, match="no 7"):
+        failing()
+
+
 def test_a_stopped_job_takes_no_more_batches_until_the_next_warm_up():
     side_by_side.stop()
     try:

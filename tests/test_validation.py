@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -28,6 +31,7 @@ from wattgpu.data.validation import (
     validate_frames,
     validate_table,
 )
+from wattgpu.data.verdict import of_reports
 from wattgpu.errors import DataError, ValidationFailed
 
 
@@ -425,3 +429,31 @@ def test_missing_column_fails_without_crashing():
 def test_measurements_need_a_catalogue():
     with pytest.raises(ValueError, match="catalogue"):
         validate_table("measurements", measurements_frame())
+
+
+def test_a_verdict_says_the_reports_in_words(catalog):
+    good = validate_table("llms", llms_frame())
+    bad = validate_table(
+        "measurements", set_value("gpu", 1, "NVIDIA Z9000")(measurements_frame()), catalog
+    )
+    failed = of_reports([good, bad])
+    assert not failed.ok
+    assert failed.report == format_reports([good, bad], verbose=True)
+    assert failed.failures == format_reports([good, bad])
+    with pytest.raises(ValidationFailed) as info:
+        raise_on_failure([good, bad])
+    assert failed.error == str(info.value)
+    passed = of_reports([good])
+    assert passed.ok and passed.error == ""
+    assert pickle.loads(pickle.dumps(failed)) == failed  # it crosses from a worker
+
+
+def test_a_job_reads_a_verdict_without_importing_great_expectations():
+    # the main job validates on a worker: its own process never pays the import
+    code = (
+        "import sys, wattgpu.lifecycle.pipeline, wattgpu.data.verdict;"
+        "print('great_expectations' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -104,15 +104,14 @@ def cli(ctx: click.Context, data_dir: Path | None) -> None:
 @pass_state
 def validate(state: CliState, data: tuple[Path, ...], docs_dir: Path, verbose: bool) -> None:
     """Validate the GPU and LLM catalogues and the measurements with Great Expectations."""
-    from wattgpu.data.validation import format_reports
     from wattgpu.lifecycle import pipeline
 
     settings = state.settings
     loaded = pipeline.load_data(settings, list(data) or None)
-    result = pipeline.validate(settings, loaded, docs_dir)
-    click.echo(format_reports(result.reports, verbose=verbose))
+    verdict = pipeline.validate(settings, loaded, docs_dir).verdict
+    click.echo(verdict.report if verbose else verdict.failures)
     click.echo(f"Data Docs: {docs_dir}")
-    if not result.ok:
+    if not verdict.ok:
         raise click.ClickException("validation failed (see the FAIL lines above)")
 
 

@@ -29,6 +29,7 @@ from wattgpu import __version__
 from wattgpu.config import DEFAULT_RECIPE, Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
+from wattgpu.data.verdict import Verdict, check_files
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
 from wattgpu.lifecycle import (
     gate,
@@ -101,9 +102,7 @@ class TuneResult:
 class Validation:
     """The Great Expectations result of a job's data, kept to be logged to every run of it."""
 
-    ok: bool
-    report: str
-    reports: list[Any]
+    verdict: Verdict
     docs: Path
 
 
@@ -147,16 +146,24 @@ def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData
 
 
 def validate(settings: Settings, data: TrainingData, docs_dir: Path) -> Validation:
-    """Run the three Great Expectations suites; their Data Docs go to ``docs_dir``."""
-    # Imported here: Great Expectations takes seconds to import, and a job with a wrong setting
-    # must fail before that (``prepare``).
-    from wattgpu.data import validation
-
-    reports = validation.validate_all(
-        settings.gpus_csv, settings.llms_csv, data.files, docs_dir=docs_dir
+    """Run the three Great Expectations suites here; their Data Docs go to ``docs_dir``."""
+    return Validation(
+        check_files(settings.gpus_csv, settings.llms_csv, tuple(data.files), docs_dir), docs_dir
     )
-    report = validation.format_reports(reports, verbose=True)
-    return Validation(all(r.success for r in reports), report, reports, docs_dir)
+
+
+def validate_aside(
+    settings: Settings, data: TrainingData, docs_dir: Path
+) -> Callable[[], Validation]:
+    """``validate`` started on a worker process; the call that waits for its answer.
+
+    A job opens its stores meanwhile: Great Expectations takes seconds to import and to run, on
+    a core that would idle until the first fit. This process never imports it.
+    """
+    answer = side_by_side.aside(
+        check_files, settings.gpus_csv, settings.llms_csv, tuple(data.files), docs_dir
+    )
+    return lambda: Validation(answer(), docs_dir)
 
 
 def measures(data: TrainingData, target: str) -> bool:
@@ -321,23 +328,8 @@ def main_job(
     recipe = recipe or settings.recipe
     recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
     promotion_lock.configure(settings.promotion_lease_s)
-    side_by_side.warm_up()  # the workers start while the data is read and validated
+    side_by_side.warm_up()  # the workers start while the data is read
     data = load_data(settings, data_paths)
-    jobs = {}
-    for target in TARGETS:
-        if target in OPTIONAL_TARGETS and not measures(data, target):
-            say(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
-            continue
-        name = f"{study_name}-{target}" if study_name else None
-        try:
-            jobs[target] = prepare(
-                settings, target, recipe=recipe, data=data, data_paths=data_paths,
-                storage=storage, study_name=name, trials=trials, seed=seed, notify=say,
-            )  # fmt: skip
-        except StudyComplete as done:
-            say(str(done))  # not an error: this target's study is complete
-    if not jobs:
-        return {}
 
     def run_target(job: Job) -> TuneResult:
         result = run_job(
@@ -358,7 +350,23 @@ def main_job(
         return result
 
     with tempfile.TemporaryDirectory() as docs:
-        validation = validate(settings, data, Path(docs))
+        validated = validate_aside(settings, data, Path(docs))  # while the stores are opened
+        jobs = {}
+        for target in TARGETS:
+            if target in OPTIONAL_TARGETS and not measures(data, target):
+                say(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
+                continue
+            name = f"{study_name}-{target}" if study_name else None
+            try:
+                jobs[target] = prepare(
+                    settings, target, recipe=recipe, data=data, data_paths=data_paths,
+                    storage=storage, study_name=name, trials=trials, seed=seed, notify=say,
+                )  # fmt: skip
+            except StudyComplete as done:
+                say(str(done))  # not an error: this target's study is complete
+        if not jobs:
+            return {}
+        validation = validated()
         return side_by_side_targets(jobs, run_target)
 
 
@@ -492,19 +500,15 @@ def validate_data(job: Job, validation: Validation, run_id: str) -> pd.DataFrame
         ValidationFailed: the data broke an expectation; nothing is trained.
 
     """
-    tracking.log_text(validation.report, "validation/report.txt")
+    verdict = validation.verdict
+    tracking.log_text(verdict.report, "validation/report.txt")
     tracking.log_directory(validation.docs, "validation/data_docs")
-    tracking.set_tags({"wattgpu.validation": "passed" if validation.ok else "failed"})
-    if not validation.ok:
-        from wattgpu.data import validation as suites  # imported by ``validate`` already
-
-        try:
-            suites.raise_on_failure(validation.reports)
-        except ValidationFailed as exc:
-            raise ValidationFailed(
-                f"{exc}; nothing was trained (report logged to run {run_id}; "
-                f"`wattgpu validate` shows every failure)"
-            ) from None
+    tracking.set_tags({"wattgpu.validation": "passed" if verdict.ok else "failed"})
+    if not verdict.ok:
+        raise ValidationFailed(
+            f"{verdict.error}; nothing was trained (report logged to run {run_id}; "
+            f"`wattgpu validate` shows every failure)"
+        )
     rows = training_rows(job.target, job.data)
     tracking.log_metrics(
         {

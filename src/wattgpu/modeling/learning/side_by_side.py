@@ -173,6 +173,25 @@ def submit(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> Callable[
         raise Stopped("the job was stopped; no more fits are started")
     if min(len(jobs), cores()) <= 1:
         return lambda: [task(*job) for job in jobs]
+    return _started(task, jobs)
+
+
+def aside(task: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """Start ``task(*args)`` on a worker, beside what this process does next.
+
+    Returns the call that waits for its answer (with one core, the call runs it here). ``task``
+    must be a module-level function; it raises as ``run`` does.
+    """
+    if _stopped:
+        raise Stopped("the job was stopped; no more work is started")
+    if cores() <= 1:
+        return lambda: task(*args)
+    answers = _started(task, [args])
+    return lambda: answers()[0]
+
+
+def _started(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> Callable[[], list[T]]:
+    """The jobs submitted to the workers; the call that waits for their answers."""
     pool = _executor()
     futures: list[Future[T]] = []
     try:
