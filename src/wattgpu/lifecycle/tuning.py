@@ -316,7 +316,9 @@ def run_study(
     deadline = None if timeout is None else time.monotonic() + timeout
     for _ in range(max(remaining, 0)):
         # Workers sharing one study (PostgreSQL) stop together once it holds `trials` finished.
-        if finished_trials(study) >= trials or (deadline and time.monotonic() >= deadline):
+        if finished_trials(study) >= trials or (
+            deadline is not None and time.monotonic() >= deadline
+        ):
             break
         _enqueue_stamped(study, recipe, worker)
         study.optimize(objective, n_trials=1, callbacks=callbacks, catch=())
