@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.errors import ConfigError
 from wattgpu.lifecycle import tuning
 from wattgpu.modeling.learning.recipe import Pruning, recipe_of
 
@@ -117,3 +118,11 @@ def test_a_trial_is_running_only_once_it_carries_its_worker(rows, tmp_path):
     assert spy.seen == [(running, "host:1:2")] * 3
     assert [t.params for t in study.trials][0] == recipe.default_trial()
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
+
+
+def test_a_study_out_of_time_starts_no_trial_and_says_so(rows, tmp_path):
+    recipe = recipe_of("power", "fast")
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    with pytest.raises(ConfigError, match="finished no trial"):
+        tuning.run_study(study, recipe, rows, trials=3, timeout=0.0)
+    assert [t.state for t in study.trials] == []
