@@ -147,9 +147,7 @@ def load_data(settings: Settings, data_paths: list[Path] | None) -> TrainingData
 
 def validate(settings: Settings, data: TrainingData, docs_dir: Path) -> Validation:
     """Run the three Great Expectations suites here; their Data Docs go to ``docs_dir``."""
-    return Validation(
-        check_files(settings.gpus_csv, settings.llms_csv, tuple(data.files), docs_dir), docs_dir
-    )
+    return Validation(check_files(*_checked_files(settings, data), docs_dir), docs_dir)
 
 
 def validate_aside(
@@ -160,10 +158,13 @@ def validate_aside(
     A job opens its stores meanwhile: Great Expectations takes seconds to import and to run, on
     a core that would idle until the first fit. This process never imports it.
     """
-    answer = side_by_side.aside(
-        check_files, settings.gpus_csv, settings.llms_csv, tuple(data.files), docs_dir
-    )
+    answer = side_by_side.aside(check_files, *_checked_files(settings, data), docs_dir)
     return lambda: Validation(answer(), docs_dir)
+
+
+def _checked_files(settings: Settings, data: TrainingData) -> tuple[Path, Path, tuple[Path, ...]]:
+    """What ``check_files`` validates: the two catalogues and the measurement files."""
+    return settings.gpus_csv, settings.llms_csv, tuple(data.files)
 
 
 def measures(data: TrainingData, target: str) -> bool:

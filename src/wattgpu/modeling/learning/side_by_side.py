@@ -169,11 +169,7 @@ def submit(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> Callable[
     The caller does other work meanwhile (with one core or one job, the jobs run when the
     answers are asked for). The returned call raises as ``run`` does.
     """
-    if _stopped:
-        raise Stopped("the job was stopped; no more fits are started")
-    if min(len(jobs), cores()) <= 1:
-        return lambda: [task(*job) for job in jobs]
-    return _started(task, jobs)
+    return _started(task, jobs, here=min(len(jobs), cores()) <= 1)
 
 
 def aside(task: Callable[..., T], *args: Any) -> Callable[[], T]:
@@ -182,16 +178,18 @@ def aside(task: Callable[..., T], *args: Any) -> Callable[[], T]:
     Returns the call that waits for its answer (with one core, the call runs it here). ``task``
     must be a module-level function; it raises as ``run`` does.
     """
-    if _stopped:
-        raise Stopped("the job was stopped; no more work is started")
-    if cores() <= 1:
-        return lambda: task(*args)
-    answers = _started(task, [args])
+    answers = _started(task, [args], here=cores() <= 1)
     return lambda: answers()[0]
 
 
-def _started(task: Callable[..., T], jobs: Sequence[tuple[Any, ...]]) -> Callable[[], list[T]]:
-    """The jobs submitted to the workers; the call that waits for their answers."""
+def _started(
+    task: Callable[..., T], jobs: Sequence[tuple[Any, ...]], *, here: bool
+) -> Callable[[], list[T]]:
+    """The jobs submitted to the workers (``here``: run here once asked for); their answers."""
+    if _stopped:
+        raise Stopped("the job was stopped; no more work is started")
+    if here:
+        return lambda: [task(*job) for job in jobs]
     pool = _executor()
     futures: list[Future[T]] = []
     try:
