@@ -346,33 +346,48 @@ connection.rollback()
 
 
 def test_a_store_locked_by_another_process_is_waited_out_for_a_lease_then_given_up(tmp_path):
-    """MLflow's own SQLite busy wait is 20 s: a promotion with a 30 s lease retries after it."""
-    client = make_registry(tmp_path, {1: 3.0})
-    database = tmp_path / "mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{database}"}
-    promote = [sys.executable, "-m", "wattgpu", "promote", "--target", "power", "--version", "1"]
-    promote += ["--to", "production"]
+    """MLflow's own SQLite busy wait is 20 s: a promotion with a 30 s lease retries after it.
 
-    def locked_for(seconds: float, lease: str) -> subprocess.CompletedProcess:
+    The two cases run side by side, each on a store of its own (their waits are most of this
+    test's time).
+    """
+
+    def start_locked(name: str, seconds: float, lease: str) -> tuple[MlflowClient, list]:
+        """A registry in ``name`` locked for ``seconds``; a promotion started on it."""
+        root = tmp_path / name
+        root.mkdir()
+        client = make_registry(root, {1: 3.0})
+        database = root / "mlflow.db"
         locker = subprocess.Popen(
             [sys.executable, "-c", LOCKER, str(database), str(seconds)],
             stdout=subprocess.PIPE,
             text=True,
         )
         assert locker.stdout.readline().strip() == "locked"
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{database}"}
         env["WATTGPU_PROMOTION_LEASE_S"] = lease
-        done = subprocess.run(promote, env=env, capture_output=True, text=True, timeout=300)
+        promote = [sys.executable, "-m", "wattgpu", "promote", "--target", "power"]
+        promote += ["--version", "1", "--to", "production"]
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        return client, [locker, subprocess.Popen(promote, env=env, **pipes)]
+
+    def ended(started: tuple[MlflowClient, list]) -> tuple[MlflowClient, int, str]:
+        """The promotion's exit status and error output, once it ended; its locker stopped."""
+        client, (locker, promoting) = started
+        _, stderr = promoting.communicate(timeout=300)
         locker.kill()
         locker.communicate()
-        return done
+        return client, promoting.returncode, stderr
 
     # locked for good: after the busy wait (longer than a 3 s lease), one line and nothing moved
-    given_up = locked_for(600, "3")
-    assert given_up.returncode == 1, given_up.stderr
-    assert given_up.stderr.startswith("Error: the SQLite store stayed locked by another process")
-    assert len(given_up.stderr.strip().splitlines()) == 1, given_up.stderr
-    assert state(client)[1][:2] == ("challenger", "None")
+    for_good = start_locked("for-good", 600, "3")
     # locked for 30 s: the first attempt gives up after MLflow's 20 s, the retry goes through
-    waited = locked_for(30, "30")
-    assert waited.returncode == 0, waited.stderr
+    for_30_s = start_locked("for-30-s", 30, "30")
+    client, returncode, stderr = ended(for_good)
+    assert returncode == 1, stderr
+    assert stderr.startswith("Error: the SQLite store stayed locked by another process")
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert state(client)[1][:2] == ("challenger", "None")
+    client, returncode, stderr = ended(for_30_s)
+    assert returncode == 0, stderr
     assert state(client)[1][:2] == ("production", "Production")
