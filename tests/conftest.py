@@ -25,6 +25,27 @@ REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" 
 # one, at a fraction of its cost. tests/test_main_job.py runs the full recipe, as a user does.
 TEST_RECIPE = "fast"
 
+# The files that take longest, first (docs/operations.md, "The test suite"). Each worker takes a
+# whole file at a time (`--dist loadfile`, in the files' order here): the long ones start at
+# once, side by side, and the short ones fill in at the end, where a long one would leave the
+# other worker idle. A file missing here only runs later; a stale order costs minutes, no test.
+LONGEST_FIRST = (
+    "test_main_job.py",
+    "test_promotion_fencing.py",
+    "test_postgres_workers.py",
+    "test_end_to_end.py",
+    "test_served_virtualenv.py",
+    "test_killed_tuning.py",
+    "test_registry.py",
+    "test_validation.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``LONGEST_FIRST``'s files before the others, each file's tests in their own order."""
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def wattgpu_home(tmp_path_factory) -> Iterator[Path]:
