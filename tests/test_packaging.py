@@ -41,3 +41,15 @@ def test_the_wheel_lists_every_package_and_maps_the_folders():
     mapped = {"wattgpu.shipped_data": "data", "wattgpu.shipped_expectations": "expectations"}
     assert set(setuptools["packages"]) == on_disk | set(mapped)
     assert {k: v for k, v in setuptools["package-dir"].items() if k} == mapped
+
+
+def test_the_suites_order_names_its_own_files():
+    """The longest files that run first (``conftest.LONGEST_FIRST``) are files of this suite, and
+    pytest runs them under ``--dist loadfile`` in that order: a renamed file would run last."""
+    from conftest import LONGEST_FIRST
+
+    tests = REPO / "tests"
+    assert [name for name in LONGEST_FIRST if not (tests / name).is_file()] == []
+    options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]
+    addopts = options["ini_options"]["addopts"]
+    assert "loadfile" in addopts and "--no-loadscope-reorder" in addopts
