@@ -27,6 +27,7 @@ from wattgpu.modeling.learning.unseen import (
     UNSEEN_LLM,
     UNSEEN_SETUP,
     Seen,
+    novelty_labels,
 )
 from wattgpu.modeling.physical.features import build_features
 
@@ -304,3 +305,45 @@ def test_a_scenario_is_calibrated_on_its_own_residuals(small_catalog):
     width = (found.upper - found.lower) / 100.0
     offline = (rows["scenario"] == "offline").to_numpy()
     assert np.median(width[~offline]) > 3 * np.median(width[offline])
+
+
+def test_novelty_is_worded_per_row_in_the_kinds_order():
+    unseen = {
+        UNSEEN_GPU: np.array([True, False, False, True, True]),
+        UNSEEN_LLM: np.array([False, False, True, True, True]),
+        UNSEEN_SETUP: np.array([True, False, False, False, True]),
+    }
+    assert novelty_labels(unseen, 5).tolist() == [
+        "unseen GPU + unseen set-up",
+        "measured",
+        "unseen LLM",
+        "unseen GPU + unseen LLM",
+        "unseen GPU + unseen LLM + unseen set-up",
+    ]
+    # a kind not judged (no mask) is no novelty
+    assert novelty_labels({UNSEEN_LLM: np.array([True, False])}, 2).tolist() == [
+        "unseen LLM",
+        "measured",
+    ]
+
+
+def test_each_unchecked_row_gets_the_note_of_its_own_scenario_and_kind():
+    n = 5
+    kinds = [UNSEEN_GPU, UNSEEN_GPU, UNSEEN_SETUP, UNSEEN_GPU, UNSEEN_SETUP]
+    bounded = Intervals(
+        lower=np.ones(n),
+        upper=np.ones(n),
+        novelty=np.full(n, "", dtype=object),
+        kind=np.array(kinds, dtype=object),
+        validated=np.array([False, True, False, True, False]),
+    )
+    scenarios = np.array(["server", "offline", "server", "server", "offline"], dtype=object)
+    assert interval_notes("itl", scenarios, bounded).tolist() == [
+        "server itl intervals not validated on an unseen GPU",
+        "",
+        "server itl intervals not validated on an unseen set-up",
+        "",
+        "offline itl intervals not validated on an unseen set-up",
+    ]
+    every_row_checked = Intervals(**{**vars(bounded), "validated": np.ones(n, dtype=bool)})
+    assert interval_notes("itl", scenarios, every_row_checked).tolist() == [""] * n

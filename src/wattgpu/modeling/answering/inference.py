@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import pair_codes
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
@@ -120,11 +121,12 @@ def interval_notes(target: str, scenarios: np.ndarray, bounded: Intervals) -> np
     its kind's pooled ones, the scenario's own residuals being from fewer than two GPUs.
     """
     out = np.full(len(scenarios), "", dtype=object)
-    for scenario, kind in set(
-        zip(scenarios[~bounded.validated], bounded.kind[~bounded.validated], strict=True)
-    ):
-        rows = ~bounded.validated & (scenarios == scenario) & (bounded.kind == kind)
-        out[rows] = not_validated_note(target, scenario, kind)
+    unchecked = np.flatnonzero(~bounded.validated)
+    if len(unchecked):  # one note per distinct (scenario, kind), spread back by its code
+        codes, pairs = pair_codes(scenarios[unchecked], bounded.kind[unchecked])
+        notes = np.empty(len(pairs), dtype=object)
+        notes[:] = [not_validated_note(target, scenario, kind) for scenario, kind in pairs]
+        out[unchecked] = notes[codes]
     return out
 
 

@@ -126,10 +126,19 @@ def _pairs(gpus: np.ndarray, setups: np.ndarray) -> np.ndarray:
 
 
 def novelty_labels(unseen: Mapping[str, np.ndarray], n: int) -> np.ndarray:
-    """Each row's kinds of novelty in words: ``measured``, or the unseen kinds joined by " + "."""
-    out = np.full(n, "", dtype=object)
-    for kind in KINDS[1:]:
-        mask = np.asarray(unseen.get(kind, np.zeros(n, bool)), dtype=bool)
-        out[mask] = np.where(out[mask] == "", kind, out[mask] + " + " + kind)
-    out[out == ""] = MEASURED
-    return out
+    """Each row's kinds of novelty in words: ``measured``, or the unseen kinds joined by " + ".
+
+    Worded once per combination of kinds (eight at most), each row's combination a bit mask:
+    joining text row by row took a twentieth of a 10,000-row call (bench/serving.py).
+    """
+    unseen_kinds = KINDS[1:]
+    combination = np.zeros(n, dtype=np.intp)
+    for bit, kind in enumerate(unseen_kinds):
+        if kind in unseen:
+            combination |= np.asarray(unseen[kind], dtype=bool).astype(np.intp) << bit
+    words = np.empty(1 << len(unseen_kinds), dtype=object)
+    words[:] = [
+        " + ".join(k for bit, k in enumerate(unseen_kinds) if code >> bit & 1) or MEASURED
+        for code in range(len(words))
+    ]
+    return words[combination]
