@@ -184,11 +184,16 @@ def background(command: list[str], env: dict[str, str], cwd: Path, log: Path):
                 proc.wait()
 
 
+# MLflow's server jobs, which WattGPU never uses, off: no job runner processes beside the server
+WITHOUT_JOBS = ("env", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false")
+
+
 def team_commands(**at: str) -> dict[str, list[str]]:
     """The team set-up of docs/operations.md as argument lists; ``at`` fills in where things are."""
     return {
-        "server": ["mlflow", "server", "--backend-store-uri", at["backend"], "--serve-artifacts"]
-        + ["--artifacts-destination", at["artifacts"], "--host", at["host"], "--port", at["port"]],
+        "server": [*WITHOUT_JOBS, "mlflow", "server", "--backend-store-uri", at["backend"]]
+        + ["--serve-artifacts", "--artifacts-destination", at["artifacts"]]
+        + ["--host", at["host"], "--port", at["port"]],
         "study": ["optuna", "create-study", "--storage", at["studies"], "--study-name"]
         + ["power-v1", "--direction", "minimize"],
         "tune": ["wattgpu", "tune", "--target", "power", "--trials", at["trials"], "--storage"]
@@ -309,6 +314,9 @@ def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
                 answer = json.loads(response.read())["predictions"][0]
         assert answer["prediction"] == pytest.approx(json.loads(predicted.stdout)[0]["prediction"])
         promote_two_at_once_through(server_url, env, run)
+        # MLflow's server jobs are off: no job runner process in the server's group
+        runners = subprocess.run(["pgrep", "-g", str(server.pid), "-f", "huey"], text=True)
+        assert runners.returncode == 1, "the server started MLflow's job runners"
     # everything went through the server: runs and model in its PostgreSQL store, artifacts
     # in its artifact folder, the trials in the shared study
     study = optuna.load_study(study_name="power-v1", storage=commands["study"][3])

@@ -201,10 +201,11 @@ def stalled_holder(
 
 def test_a_stalled_holder_through_a_tracking_server(tmp_path, short_lease):
     """A round of each stall point, every call over HTTP to a real `mlflow server`."""
-    from test_postgres_workers import background, free_port, wait_for
+    from test_postgres_workers import WITHOUT_JOBS, background, free_port, wait_for
 
     port = free_port()
-    server = ["mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}"]
+    server = [*WITHOUT_JOBS, "mlflow", "server", "--backend-store-uri"]
+    server += [f"sqlite:///{tmp_path / 'server.db'}"]
     server += ["--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1"]
     server += ["--workers", "1"]
     bin_dir = os.path.dirname(sys.executable)
