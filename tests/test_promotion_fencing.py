@@ -353,7 +353,9 @@ def test_a_store_locked_by_another_process_is_waited_out_for_a_lease_then_given_
     test's time).
     """
 
-    def start_locked(name: str, seconds: float, lease: str) -> tuple[MlflowClient, list]:
+    Started = tuple[MlflowClient, subprocess.Popen, subprocess.Popen]  # client, locker, promotion
+
+    def start_locked(name: str, seconds: float, lease: str) -> Started:
         """A registry in ``name`` locked for ``seconds``; a promotion started on it."""
         root = tmp_path / name
         root.mkdir()
@@ -370,11 +372,11 @@ def test_a_store_locked_by_another_process_is_waited_out_for_a_lease_then_given_
         promote = [sys.executable, "-m", "wattgpu", "promote", "--target", "power"]
         promote += ["--version", "1", "--to", "production"]
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-        return client, [locker, subprocess.Popen(promote, env=env, **pipes)]
+        return client, locker, subprocess.Popen(promote, env=env, **pipes)
 
-    def ended(started: tuple[MlflowClient, list]) -> tuple[MlflowClient, int, str]:
+    def ended(started: Started) -> tuple[MlflowClient, int, str]:
         """The promotion's exit status and error output, once it ended; its locker stopped."""
-        client, (locker, promoting) = started
+        client, locker, promoting = started
         _, stderr = promoting.communicate(timeout=300)
         locker.kill()
         locker.communicate()

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -345,5 +347,5 @@ def test_each_unchecked_row_gets_the_note_of_its_own_scenario_and_kind():
         "",
         "offline itl intervals not validated on an unseen set-up",
     ]
-    every_row_checked = Intervals(**{**vars(bounded), "validated": np.ones(n, dtype=bool)})
+    every_row_checked = replace(bounded, validated=np.ones(n, dtype=bool))
     assert interval_notes("itl", scenarios, every_row_checked).tolist() == [""] * n
