@@ -32,7 +32,7 @@ import sqlalchemy
 from conftest import REPO
 from mlflow.tracking import MlflowClient
 
-from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.config import MLFLOW_JOB_RUNNERS, SHIPPED_DATA_DIR
 from wattgpu.lifecycle import promotion_log, registry
 from wattgpu.lifecycle.gate import TOLERANCE_PP
 from wattgpu.modeling.physical.simulate import simulate
@@ -185,7 +185,7 @@ def background(command: list[str], env: dict[str, str], cwd: Path, log: Path):
 
 
 # MLflow's server jobs, which WattGPU never uses, off: no job runner processes beside the server
-WITHOUT_JOBS = ("env", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false")
+WITHOUT_JOBS = ("env", f"{MLFLOW_JOB_RUNNERS}=false")
 
 
 def team_commands(**at: str) -> dict[str, list[str]]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from wattgpu.cli import cli
-from wattgpu.config import load_settings
+from wattgpu.config import MLFLOW_JOB_RUNNERS, load_settings
 
 READERS = [
     ["models"],
@@ -64,6 +65,30 @@ def test_ui_prints_the_stores_as_variables(home):
         f"MLFLOW_TRACKING_URI=sqlite:///{home}/mlflow.db",
         f"WATTGPU_OPTUNA_STORAGE=sqlite:///{home}/optuna.db",
     ]
+
+
+@pytest.mark.parametrize(("given", "started_with"), [(None, "false"), ("true", "true")])
+def test_ui_starts_mlflow_without_its_job_runners_unless_asked(
+    home, monkeypatch, given, started_with
+):
+    # the process is replaced (os.execv), which a test cannot let happen: the call is recorded;
+    # that MLflow's server then starts no runner is checked on a real one (test_postgres_workers)
+    if given is None:
+        monkeypatch.delenv(MLFLOW_JOB_RUNNERS, raising=False)
+    else:
+        monkeypatch.setenv(MLFLOW_JOB_RUNNERS, given)
+    started = []
+
+    def execv(path, argv):
+        started.append((argv, os.environ.get(MLFLOW_JOB_RUNNERS)))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    result = CliRunner().invoke(cli, ["ui", "--port", "5999"])
+    assert result.exit_code == 0, result.output
+    ((argv, runners),) = started
+    assert argv[1:6] == ["-m", "mlflow", "ui", "--host", "127.0.0.1"]
+    assert runners == started_with
 
 
 @pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])

@@ -32,7 +32,7 @@ from wattgpu.cli_options import (
     whole_number,
     yes_no_option,
 )
-from wattgpu.config import RECIPES, load_settings
+from wattgpu.config import MLFLOW_JOB_RUNNERS, RECIPES, load_settings
 from wattgpu.errors import QueryError, WattgpuError
 from wattgpu.modeling.physical.targets import TARGETS
 
@@ -449,6 +449,7 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
     settings.home.mkdir(parents=True, exist_ok=True)
     os.chdir(settings.home)  # anything the UI server writes of its own lands in the home
     click.echo(f"MLflow UI on http://{host}:{port}", err=True)
+    os.environ.setdefault(MLFLOW_JOB_RUNNERS, "false")  # the UI's server, without job runners
     mlflow_cli = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port)]
     os.execv(sys.executable, [*mlflow_cli, "--backend-store-uri", settings.tracking_uri])
 

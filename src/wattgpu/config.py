@@ -35,6 +35,9 @@ RECIPES = ("full", "fast")
 """How models are built (``modeling.learning.recipe``): full, as served, or fast, for tests."""
 DEFAULT_RECIPE = "full"
 """The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
+MLFLOW_JOB_RUNNERS = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+"""MLflow's switch of the job runners its tracking server starts (five processes in 3.17), which
+WattGPU never uses: ``wattgpu ui`` turns them off unless the variable is set."""
 
 
 @dataclass(frozen=True)
