@@ -266,6 +266,7 @@ def run_job(
             job, rows, trials=trials, timeout=timeout, seed=seed, progress=show_progress, best=best
         )
         params = tuning.best_params(study)
+        served = fit_served(job.recipe, rows, params, seed)  # on a worker, beside the assessment
         known = best.of(study.best_trial.number)
         assessment = assess(
             job.recipe,
@@ -276,8 +277,7 @@ def run_job(
             known=None if known is None else {"LOGO": known},
         )
         log_assessment(target, assessment)
-        with _PACKAGING:
-            package(job, rows, params, assessment, seed=seed)
+        package(job, rows, params, assessment, seed=seed, served=served)
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -616,6 +616,13 @@ def log_assessment(target: str, assessment: Assessment) -> None:
     tracking.log_figure(plots.gpu_ranking(oof["LOGO"], target), "plots/gpu_ranking_LOGO.png")
 
 
+def fit_served(
+    recipe: Recipe, rows: pd.DataFrame, params: dict[str, Any], seed: int
+) -> Callable[[], models.Regressor]:
+    """Start fitting the served model on every row, on a worker; the call that waits for it."""
+    return side_by_side.aside(models.fit, recipe, rows, params, seed, 1)
+
+
 def package(
     job: Job,
     rows: pd.DataFrame,
@@ -623,18 +630,28 @@ def package(
     assessment: Assessment,
     *,
     seed: int,
+    served: Callable[[], models.Regressor] | None = None,
 ) -> str:
-    """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI."""
-    model = models.fit(job.recipe, rows, params, seed=seed)
+    """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI.
+
+    Both are fitted on workers; ``served``, when given, is the model's fit already started
+    (``fit_served``).
+    """
+    served = served or fit_served(job.recipe, rows, params, seed)
+    fitted_bounds = side_by_side.aside(
+        fit_interval, job.recipe, rows, kind_residuals(assessment.oof), COVERAGE, seed
+    )
+    model = served()
     importance = model.feature_importance()
     tracking.log_figure(
         plots.feature_importance(list(importance.index), importance.to_numpy()),
         "plots/feature_importance.png",
     )
-    bounds = fit_interval(job.recipe, rows, kind_residuals(assessment.oof), seed=seed)
+    bounds = fitted_bounds()
     card = model_card(job, rows, params, assessment, bounds)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
-    uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
+    with _PACKAGING:
+        uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
     tracking.set_tags({"wattgpu.model_uri": uri})
     tracking.set_tags({"wattgpu.machine": platform.platform()})
     return uri

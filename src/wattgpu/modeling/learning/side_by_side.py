@@ -18,6 +18,7 @@ As with any process pool, a script that fits through this module must start unde
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -213,12 +214,18 @@ def warm_up() -> None:
     """Start the workers now, without waiting for them: the first batch then finds them ready.
 
     Their start (the fork server importing the fitting code, a few seconds) overlaps with
-    whatever the job does next on the other core.
+    whatever the job does next. A thread of its own waits for the fork server: a pool's first
+    job waits until the server has imported the fitting code (the main job's first second).
     """
     global _stopped
     _stopped = False
     if cores() > 1:
         pool = _executor()
+        threading.Thread(target=_start_workers, args=(pool,), daemon=True).start()
+
+
+def _start_workers(pool: ProcessPoolExecutor) -> None:
+    with contextlib.suppress(BrokenProcessPool, RuntimeError):  # the pool was closed meanwhile
         for _ in range(cores()):
             pool.submit(os.getpid)
 
