@@ -226,17 +226,30 @@ def stall_rounds_on(uri: str, tmp_path, lease: float = LEASE_S) -> None:
     """A round of each stall point on the store ``uri``, each from a fresh registry."""
     before = promotion_lock.LEASE_S
     promotion_lock.configure(lease)
+    stalls = list(STALLS)
+    # each round's holder is started a round ahead, told to go once its registry is ready: its
+    # start (seconds of imports) overlaps the round before, which mostly waits out a lease
+    started = [start_promoter(tmp_path, 2, stalls[0], lease=lease, uri=uri, go=False)]
     try:
-        for number, stall in enumerate(STALLS):
+        for number, stall in enumerate(stalls):
+            held = started[number]
+            if number + 1 < len(stalls):
+                ahead = start_promoter(
+                    tmp_path, 2, stalls[number + 1], lease=lease, uri=uri, go=False
+                )
+                started.append(ahead)
             for found in MlflowClient(uri).search_registered_models():
                 MlflowClient(uri).delete_registered_model(found.name)
             root = tmp_path / f"round{number}"
             root.mkdir()
             client = starting_registry(root, uri)
-            held = start_promoter(root, 2, stall, lease=lease, uri=uri)
             stalled_holder(held, stall, 2, 3, client)
     finally:
         promotion_lock.configure(before)
+        for process in started:  # a round that failed leaves its holders waiting to go
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(
