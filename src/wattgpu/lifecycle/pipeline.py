@@ -619,8 +619,11 @@ def log_assessment(target: str, assessment: Assessment) -> None:
 def fit_served(
     recipe: Recipe, rows: pd.DataFrame, params: dict[str, Any], seed: int
 ) -> Callable[[], models.Regressor]:
-    """Start fitting the served model on every row, on a worker; the call that waits for it."""
-    return side_by_side.aside(models.fit, recipe, rows, params, seed, 1)
+    """Start fitting the served model on every row, on a worker; the call that waits for it.
+
+    One CatBoost thread, as every fit on a worker (the answers do not depend on the threads).
+    """
+    return side_by_side.aside(models.fit, recipe, rows, params, seed, 1)  # 1: threads
 
 
 def package(
