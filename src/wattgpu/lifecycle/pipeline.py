@@ -1,4 +1,4 @@
-"""The tuning job in named steps: prepare -> validate_data -> search -> assess -> package.
+"""The tuning job in steps: prepare, validate_data, search, evaluate_tuned, check_held_out, package.
 
 ``tune`` runs them in order for one target; ``main_job`` loads and validates the data once, then
 tunes, evaluates, registers and (a first version) promotes every target. ``prepare`` does
@@ -256,7 +256,7 @@ def run_job(
     launcher_run_id: str | None,
     show_progress: bool,
 ) -> TuneResult:
-    """Run a prepared job in its parent run: log, check the data, search, assess, package."""
+    """Run a prepared job in its parent run: log, check the data, search, evaluate, package."""
     target = job.target
     with tracking.parent_run(target, f"tune-{target}", job_tags(job, launcher_run_id)) as run_id:
         log_job(job, trials=trials, timeout=timeout, seed=seed)
@@ -268,7 +268,7 @@ def run_job(
         params = tuning.best_params(study)
         served = fit_served(job.recipe, rows, params, seed)  # on a worker, beside the assessment
         known = best.of(study.best_trial.number)
-        assessment = assess(
+        table, oof = evaluate_tuned(
             job.recipe,
             rows,
             params,
@@ -276,8 +276,10 @@ def run_job(
             progress=show_progress,
             known=None if known is None else {"LOGO": known},
         )
+        bounds = fit_bounds(job.recipe, rows, oof, seed)  # on a worker, beside the checks
+        assessment = check_held_out(job.recipe, rows, table, oof, seed=seed)
         log_assessment(target, assessment)
-        package(job, rows, params, assessment, seed=seed, served=served)
+        package(job, rows, params, assessment, seed=seed, served=served, bounds=bounds)
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -561,7 +563,7 @@ def search(
     return study
 
 
-def assess(
+def evaluate_tuned(
     recipe: Recipe,
     rows: pd.DataFrame,
     params: dict[str, Any],
@@ -569,12 +571,12 @@ def assess(
     seed: int,
     progress: bool,
     known: dict[str, pd.DataFrame] | None = None,
-) -> Assessment:
-    """Evaluate ``params`` on every split, and the intervals on held-out GPUs (nothing logged).
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Evaluate ``params`` on every split: the table and the out-of-fold predictions per split.
 
-    Every fold's analytical prior (constants and engine floors) is refitted on its training side
-    (``prior.refit_prior``), as in the study. ``known``: out-of-fold predictions of ``params``
-    already made so (``evaluation.evaluate``).
+    Nothing is logged. Every fold's analytical prior (constants and engine floors) is refitted
+    on its training side (``prior.refit_prior``), as in the study. ``known``: out-of-fold
+    predictions of ``params`` already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
         total=len(SPLITS), desc=f"evaluate {recipe.target}", unit="split", disable=not progress
@@ -589,6 +591,18 @@ def assess(
         prepare=refit_prior,
     )
     bar.close()
+    return table, oof
+
+
+def check_held_out(
+    recipe: Recipe,
+    rows: pd.DataFrame,
+    table: pd.DataFrame,
+    oof: dict[str, pd.DataFrame],
+    *,
+    seed: int,
+) -> Assessment:
+    """The evaluation, and the intervals checked on the recipe's held-out groups (no logging)."""
     folds = {
         split: fold_numbers(
             len(rows), list(split_indices(rows, TABLE_FOLDS[split], seed=seed, folds=recipe.folds))
@@ -626,6 +640,13 @@ def fit_served(
     return side_by_side.aside(models.fit, recipe, rows, params, seed, 1)  # 1: threads
 
 
+def fit_bounds(
+    recipe: Recipe, rows: pd.DataFrame, oof: dict[str, pd.DataFrame], seed: int
+) -> Callable[[], IntervalModel]:
+    """Start fitting the served interval model on a worker, from the out-of-fold residuals."""
+    return side_by_side.aside(fit_interval, recipe, rows, kind_residuals(oof), COVERAGE, seed)
+
+
 def package(
     job: Job,
     rows: pd.DataFrame,
@@ -634,27 +655,26 @@ def package(
     *,
     seed: int,
     served: Callable[[], models.Regressor] | None = None,
+    bounds: Callable[[], IntervalModel] | None = None,
 ) -> str:
     """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI.
 
-    Both are fitted on workers; ``served``, when given, is the model's fit already started
-    (``fit_served``).
+    Both are fitted on workers; ``served`` and ``bounds``, when given, are their fits already
+    started (``fit_served``, ``fit_bounds``).
     """
     served = served or fit_served(job.recipe, rows, params, seed)
-    fitted_bounds = side_by_side.aside(
-        fit_interval, job.recipe, rows, kind_residuals(assessment.oof), COVERAGE, seed
-    )
+    bounds = bounds or fit_bounds(job.recipe, rows, assessment.oof, seed)
     model = served()
     importance = model.feature_importance()
     tracking.log_figure(
         plots.feature_importance(list(importance.index), importance.to_numpy()),
         "plots/feature_importance.png",
     )
-    bounds = fitted_bounds()
-    card = model_card(job, rows, params, assessment, bounds)
+    intervals = bounds()
+    card = model_card(job, rows, params, assessment, intervals)
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     with _PACKAGING:
-        uri = pyfunc.log_pyfunc(model, bounds, job.data.catalog, card)
+        uri = pyfunc.log_pyfunc(model, intervals, job.data.catalog, card)
     tracking.set_tags({"wattgpu.model_uri": uri})
     tracking.set_tags({"wattgpu.machine": platform.platform()})
     return uri
