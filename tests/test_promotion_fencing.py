@@ -8,12 +8,15 @@ as in ``test_registry``: the lock and the gate read tags and aliases only.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 
 import mlflow
 import pytest
@@ -137,21 +140,40 @@ def test_a_holder_paused_past_its_lease_leaves_one_order_in_ten_rounds(tmp_path,
     first.mkdir()
     starting_registry(first)
 
-    def ready(number: int) -> tuple[str, subprocess.Popen]:
-        """Round ``number``'s registry and its holder, started (it imports for seconds)."""
-        root = tmp_path / f"round{number}"
-        shutil.copytree(first, root)
-        uri = f"sqlite:///{root / 'mlflow.db'}"
-        stall, (paused, _) = ROUNDS[number]
-        return uri, start_promoter(root, paused, stall, lease=LEASE_S, uri=uri, go=False)
+    def uri(number: int) -> str:
+        return f"sqlite:///{tmp_path / f'round{number}' / 'mlflow.db'}"
 
-    upcoming = ready(0)
-    for number, (stall, (paused, other)) in enumerate(ROUNDS):
-        uri, held = upcoming
-        if number + 1 < len(ROUNDS):
-            upcoming = ready(number + 1)  # its start overlaps this round's waiting
-        tracking.configure(uri)
-        stalled_holder(held, stall, paused, other, MlflowClient(uri))
+    def ready(number: int) -> subprocess.Popen:
+        """Round ``number``'s registry and its holder, started (it imports for seconds)."""
+        shutil.copytree(first, tmp_path / f"round{number}")
+        stall, (paused, _) = ROUNDS[number]
+        return start_promoter(tmp_path, paused, stall, lease=LEASE_S, uri=uri(number), go=False)
+
+    holders = one_round_ahead([functools.partial(ready, n) for n in range(len(ROUNDS))])
+    with contextlib.closing(holders):
+        for number, held in enumerate(holders):
+            stall, (paused, other) = ROUNDS[number]
+            tracking.configure(uri(number))
+            stalled_holder(held, stall, paused, other, MlflowClient(uri(number)))
+
+
+def one_round_ahead(starts: list[Callable[[], subprocess.Popen]]) -> Iterator[subprocess.Popen]:
+    """Each round's holder, the next round's started before it is handed out.
+
+    A holder waits to be told to go: its start (seconds of imports) overlaps the round before,
+    which mostly waits out a lease. Holders a failed round left waiting are killed on close.
+    """
+    started = [starts[0]()]
+    try:
+        for number in range(len(starts)):
+            if number + 1 < len(starts):
+                started.append(starts[number + 1]())
+            yield started[number]
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def starting_registry(root, uri: str = "") -> MlflowClient:
@@ -227,29 +249,22 @@ def stall_rounds_on(uri: str, tmp_path, lease: float = LEASE_S) -> None:
     before = promotion_lock.LEASE_S
     promotion_lock.configure(lease)
     stalls = list(STALLS)
-    # each round's holder is started a round ahead, told to go once its registry is ready: its
-    # start (seconds of imports) overlaps the round before, which mostly waits out a lease
-    started = [start_promoter(tmp_path, 2, stalls[0], lease=lease, uri=uri, go=False)]
+    starts = [
+        functools.partial(start_promoter, tmp_path, 2, stall, lease=lease, uri=uri, go=False)
+        for stall in stalls
+    ]
+    holders = one_round_ahead(starts)
     try:
-        for number, stall in enumerate(stalls):
-            held = started[number]
-            if number + 1 < len(stalls):
-                ahead = start_promoter(
-                    tmp_path, 2, stalls[number + 1], lease=lease, uri=uri, go=False
-                )
-                started.append(ahead)
-            for found in MlflowClient(uri).search_registered_models():
-                MlflowClient(uri).delete_registered_model(found.name)
-            root = tmp_path / f"round{number}"
-            root.mkdir()
-            client = starting_registry(root, uri)
-            stalled_holder(held, stall, 2, 3, client)
+        with contextlib.closing(holders):
+            for number, held in enumerate(holders):
+                for found in MlflowClient(uri).search_registered_models():
+                    MlflowClient(uri).delete_registered_model(found.name)
+                root = tmp_path / f"round{number}"
+                root.mkdir()
+                client = starting_registry(root, uri)
+                stalled_holder(held, stalls[number], 2, 3, client)
     finally:
         promotion_lock.configure(before)
-        for process in started:  # a round that failed leaves its holders waiting to go
-            if process.poll() is None:
-                process.kill()
-                process.wait()
 
 
 def test_a_promotion_whose_lease_runs_out_records_that_and_moves_nothing(

@@ -279,7 +279,7 @@ def run_job(
         bounds = fit_bounds(job.recipe, rows, oof, seed)  # on a worker, beside the checks
         assessment = check_held_out(job.recipe, rows, table, oof, seed=seed)
         log_assessment(target, assessment)
-        package(job, rows, params, assessment, seed=seed, served=served, bounds=bounds)
+        package(job, rows, params, assessment, served=served, bounds=bounds)
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -653,17 +653,14 @@ def package(
     params: dict[str, Any],
     assessment: Assessment,
     *,
-    seed: int,
-    served: Callable[[], models.Regressor] | None = None,
-    bounds: Callable[[], IntervalModel] | None = None,
+    served: Callable[[], models.Regressor],
+    bounds: Callable[[], IntervalModel],
 ) -> str:
-    """Fit the served model and its intervals on every row; log it as a pyfunc; return its URI.
+    """Log the served model and its intervals as a pyfunc; return its URI.
 
-    Both are fitted on workers; ``served`` and ``bounds``, when given, are their fits already
-    started (``fit_served``, ``fit_bounds``).
+    ``served`` and ``bounds`` wait for their fits on every row, started on the workers while the
+    model was assessed (``fit_served``, ``fit_bounds``).
     """
-    served = served or fit_served(job.recipe, rows, params, seed)
-    bounds = bounds or fit_bounds(job.recipe, rows, assessment.oof, seed)
     model = served()
     importance = model.feature_importance()
     tracking.log_figure(
