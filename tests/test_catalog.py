@@ -1,9 +1,13 @@
+import difflib
+import random
+
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import gpu_row, llm_row
 
 from wattgpu.data.catalog import Catalog, kernel_features, normalise_name
+from wattgpu.data.names import CUTOFF, MAX_SHOWN, NEAR_BEST, name_words
 from wattgpu.errors import DataError, UnknownNameError
 
 REQUIRED_GPUS = [
@@ -206,6 +210,37 @@ def test_a_typo_gets_its_family_as_close_matches(catalog):
         "LLM 'llama-3.1-8b-instrct' is not in the catalogue; "
         "closest: meta-llama/Llama-3.1-8B-Instruct"
     )
+
+
+def every_ratio_closest(index, name: str) -> list[str]:
+    """The close-match rule computed the plain way: every part's difflib ratio, then the floor."""
+    query = normalise_name(name)
+    k = max(len(name_words(name)), 1)
+    scores: dict[str, float] = {}
+    for alias, canonical, words in index.names:
+        parts = {normalise_name(alias)} | {
+            "".join(words[i : i + k]) for i in range(len(words) - k + 1)
+        }
+        best = max(difflib.SequenceMatcher(None, query, p).ratio() for p in parts)
+        scores[canonical] = max(best, scores.get(canonical, 0.0))
+    ranked = sorted(scores, key=lambda c: -scores[c])
+    floor = max(CUTOFF, scores[ranked[0]] * NEAR_BEST)
+    return [c for c in ranked if scores[c] >= floor][:MAX_SHOWN]
+
+
+def test_close_matches_are_those_every_ratio_gives(catalog):
+    # close matches skip the ratios that cannot change the answer: the same answer, for
+    # misspellings of every tenth catalogue name and for names close to nothing
+    draw = random.Random(7)
+    for index in (catalog.gpu_names, catalog.llm_names):
+        names = ["", "-", "zzzz", "nvidia", "1", "V100X", "llama 3 8b instrct"]
+        for alias, _, _ in index.names[::10]:
+            letters = list(alias)
+            for _ in range(draw.randint(1, 3)):
+                letters[draw.randrange(len(letters))] = draw.choice("abxz09 -.")
+            names.append("".join(letters))
+        for name in names:
+            assert index.closest(name) == every_ratio_closest(index, name), name
 
 
 def test_an_unknown_name_says_what_is_allowed_in_one_line(catalog):

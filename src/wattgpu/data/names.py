@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from wattgpu.errors import DataError
@@ -134,16 +136,76 @@ class NameIndex:
         """Up to ``n`` canonical names most like ``name``, the most alike first.
 
         A name is compared whole and by each run of as many words as ``name`` has, so that
-        "V100X" is nearest the V100 variants, not the short aliases "A100" and "H100".
+        "V100X" is nearest the V100 variants, not the short aliases "A100" and "H100". A
+        catalogue name scores its best part's difflib ratio; those above ``CUTOFF`` and within
+        ``NEAR_BEST`` of the best are shown, ties in catalogue order.
+
+        Each ratio is computed only where it can change the answer: the parts are visited from
+        the highest bound on their ratio (difflib's ``quick_ratio``, for all parts at once)
+        down, until a bound falls under what a shown name needs. The answer is the one every
+        ratio would give, at a few ratios instead of thousands.
         """
         query = normalise_name(name)
-        k = max(len(name_words(name)), 1)
-        scores: dict[str, float] = {}
-        for alias, canonical, words in self.names:
-            parts = {normalise_name(alias)}
-            parts |= {"".join(words[i : i + k]) for i in range(len(words) - k + 1)}
-            best = max(difflib.SequenceMatcher(None, query, p).ratio() for p in parts)
-            scores[canonical] = max(best, scores.get(canonical, 0.0))
-        ranked = sorted(scores, key=lambda c: -scores[c])  # stable: ties in catalogue order
-        floor = max(CUTOFF, scores[ranked[0]] * NEAR_BEST) if ranked else CUTOFF
-        return [c for c in ranked if scores[c] >= floor][:n]
+        parts = self._parts(max(len(name_words(name)), 1))
+        bounds = parts.bounds(query)
+        scores = np.zeros(len(parts.canonicals))
+        top = 0.0
+        for index in np.argsort(-bounds, kind="stable"):
+            if bounds[index] < max(CUTOFF, top * NEAR_BEST):
+                break  # this part and every one after it score under what is shown
+            owner = parts.owners[index]
+            if bounds[index] <= scores[owner]:
+                continue  # cannot raise its name's score
+            ratio = difflib.SequenceMatcher(None, query, parts.texts[index]).ratio()
+            scores[owner] = max(scores[owner], ratio)
+            top = max(top, ratio)
+        floor = max(CUTOFF, top * NEAR_BEST)
+        ranked = np.argsort(-scores, kind="stable")  # ties in catalogue order
+        return [parts.canonicals[i] for i in ranked if scores[i] >= floor][:n]
+
+    @cached_property
+    def _parts_by_words(self) -> dict[int, _Parts]:
+        return {}
+
+    def _parts(self, k: int) -> _Parts:
+        """The parts a name of ``k`` words is compared with, built once per index and ``k``."""
+        if k not in self._parts_by_words:
+            self._parts_by_words[k] = _Parts(self.names, k)
+        return self._parts_by_words[k]
+
+
+# Every character a normalised name or word can hold.
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789."
+
+
+def _letter_counts(text: str) -> np.ndarray:
+    return np.array([text.count(c) for c in _ALPHABET], dtype=np.int32)
+
+
+class _Parts:
+    """The parts of every catalogue name for queries of k words, and their letter counts.
+
+    A part is a name or alias whole, or one of its runs of k words (``NameIndex.closest``).
+    """
+
+    def __init__(self, names: tuple[tuple[str, str, tuple[str, ...]], ...], k: int) -> None:
+        self.canonicals = list(dict.fromkeys(canonical for _, canonical, _ in names))
+        number = {canonical: i for i, canonical in enumerate(self.canonicals)}
+        owners, self.texts = [], []
+        for alias, canonical, words in names:
+            own = {normalise_name(alias)}
+            own |= {"".join(words[i : i + k]) for i in range(len(words) - k + 1)}
+            for text in sorted(own):
+                owners.append(number[canonical])
+                self.texts.append(text)
+        self.owners = np.array(owners, dtype=np.intp)
+        self.counts = np.array([_letter_counts(t) for t in self.texts]).reshape(-1, len(_ALPHABET))
+        self.lengths = np.array([len(t) for t in self.texts], dtype=float)
+
+    def bounds(self, query: str) -> np.ndarray:
+        """Per part, difflib's ``quick_ratio`` with ``query``, which no ``ratio`` exceeds."""
+        shared = np.minimum(self.counts, _letter_counts(query)).sum(axis=1)
+        total = self.lengths + len(query)
+        # difflib's own arithmetic (2 M / T; 1 for two empty strings), so a ratio never
+        # exceeds its bound by a rounding
+        return np.divide(2.0 * shared, total, out=np.ones_like(total), where=total > 0)
