@@ -166,9 +166,12 @@ _OWN_FIXED = {
 }
 
 # Both recipes: the largest 40 % of the folds hold most rows (LOGO ITL: 4 GPUs of 10, 88 % of the
-# rows); a trial worse than half the earlier ones there is stopped, its other folds never fitted.
-# The default trial and one more always finish, so that there is a median to compare with.
-_PRUNING = Pruning(after=0.4, percentile=50.0, startup_trials=2)
+# rows); a trial not in the best quarter of the earlier ones there is stopped, its other folds
+# never fitted. The default trial and one more always finish, so that there is a quarter to
+# compare with. A quarter instead of half left the main job's answers the same to the digit with
+# 30 fewer fits: TPE ranks a stopped trial after every finished one, so while the best trial
+# finishes, it draws the same next trials.
+_PRUNING = Pruning(after=0.4, percentile=25.0, startup_trials=2)
 
 _FULL = {
     # CatBoost's own defaults but for the iterations (random_strength 1 is CatBoost's too).
