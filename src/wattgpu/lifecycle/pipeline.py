@@ -63,7 +63,7 @@ from wattgpu.modeling.learning.uncertainty import (
     not_validated_notes,
 )
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
-from wattgpu.modeling.physical.prior import refit_prior
+from wattgpu.modeling.physical.prior import prior_refit
 from wattgpu.modeling.physical.targets import (
     OPTIONAL_TARGETS,
     SOURCE_COLUMN,
@@ -549,7 +549,7 @@ def search(
         on_trial_done=lambda: bar.update(1),
         worker=job.worker,
         best=best,
-        prepare=refit_prior,
+        prepare=prior_refit(job.target),
     )
     bar.close()
     tracking.log_params({f"best_{k}": v for k, v in tuning.best_params(study).items()})
@@ -575,7 +575,7 @@ def evaluate_tuned(
     """Evaluate ``params`` on every split: the table and the out-of-fold predictions per split.
 
     Nothing is logged. Every fold's analytical prior (constants and engine floors) is refitted
-    on its training side (``prior.refit_prior``), as in the study. ``known``: out-of-fold
+    on its training side (``prior.prior_refit``), as in the study. ``known``: out-of-fold
     predictions of ``params`` already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
@@ -588,7 +588,7 @@ def evaluate_tuned(
         seed=seed,
         progress=lambda: bar.update(1),
         known=known,
-        prepare=refit_prior,
+        prepare=prior_refit(recipe.target),
     )
     bar.close()
     return table, oof

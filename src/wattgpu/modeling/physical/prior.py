@@ -9,7 +9,9 @@ of both sides with the result.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -17,6 +19,7 @@ import pandas as pd
 from wattgpu.modeling.physical.features import with_prior
 from wattgpu.modeling.physical.physics import (
     DEFAULT_CONSTANTS,
+    DEFAULT_TTFT_TERMS,
     MAX_ENGINE_EFFECT,
     MAX_YEAR_EFFECT,
     NO_ENGINE_EFFECTS,
@@ -201,18 +204,38 @@ def fit_ttft_terms(rows: pd.DataFrame) -> TtftTerms:
 
 
 def fit_prior(
-    train: pd.DataFrame,
+    train: pd.DataFrame, target: str | None = None
 ) -> tuple[PhysicalConstants, dict[str, float], EngineEffects, TtftTerms]:
-    """The analytical model's constants, engine floors, engine effects and TTFT terms."""
+    """The analytical model's constants, engine floors, engine effects and TTFT terms.
+
+    ``target``: the target the prior serves. Only TTFT reads the TTFT terms (``prior_ttft_s``):
+    for power and ITL they are not fitted and the shipped ones stand (``None``: fitted).
+    """
     constants = fit_constants(train)
-    floors = fit_engine_floors(with_prior(train, constants, floors={}, effects=NO_ENGINE_EFFECTS))
-    bare = with_prior(train, constants, floors, NO_ENGINE_EFFECTS, NO_TTFT_TERMS)
+    # The floors and the engine effects both read the prior ITL with neither, which no floor
+    # changes: one set of prior columns serves both fits.
+    bare = with_prior(train, constants, {}, NO_ENGINE_EFFECTS, NO_TTFT_TERMS)
+    floors = fit_engine_floors(bare)
     effects = fit_engine_effects(bare)
+    if target not in (None, "ttft"):
+        return constants, floors, effects, DEFAULT_TTFT_TERMS
     ttft = fit_ttft_terms(with_prior(train, constants, floors, effects, NO_TTFT_TERMS))
     return constants, floors, effects, ttft
 
 
-def refit_prior(train: pd.DataFrame, test: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both sides of a fold with the prior columns of constants and floors fitted on ``train``."""
-    fitted = fit_prior(train)
+def refit_prior(
+    train: pd.DataFrame, test: pd.DataFrame, target: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both sides of a fold with the prior columns of constants and floors fitted on ``train``.
+
+    ``target``: as ``fit_prior``'s (``prior_refit`` binds it).
+    """
+    fitted = fit_prior(train, target)
     return with_prior(train, *fitted), with_prior(test, *fitted)
+
+
+def prior_refit(
+    target: str,
+) -> Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]:
+    """``refit_prior`` for ``target``'s folds (a fold's ``prepare``; it pickles to the workers)."""
+    return partial(refit_prior, target=target)
