@@ -60,12 +60,11 @@ def held_out_intervals(
             if not held.all():
                 jobs.append((split, held, np.asarray(pred, float)))
 
+    # The rows travel to each worker once, not once per group (a group's job names them).
+    rows = side_by_side.Shared((frame, dict(residuals)))
     answers = side_by_side.run(
         _held_group_intervals,
-        [
-            (recipe, frame[~held], _rows(residuals, ~held), frame[held], pred[held], coverage, seed)
-            for _, held, pred in jobs
-        ],
+        [(recipe, rows, held, pred[held], coverage, seed) for _, held, pred in jobs],
     )
     out: dict[str, Intervals] = {}
     for (split, held, _), answer in zip(jobs, answers, strict=True):
@@ -83,22 +82,22 @@ def held_out_intervals(
     return out
 
 
-def _rows(residuals: Mapping[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
-    return {kind: np.asarray(values)[mask] for kind, values in residuals.items()}
-
-
 def _held_group_intervals(
     recipe: Recipe,
-    train: pd.DataFrame,
-    train_residuals: Mapping[str, np.ndarray],
-    held: pd.DataFrame,
+    rows: side_by_side.Shared[tuple[pd.DataFrame, dict[str, np.ndarray]]],
+    held: np.ndarray,
     pred: np.ndarray,
     coverage: float,
     seed: int,
 ) -> Intervals:
-    """The intervals of a held-out group's rows from a model fitted on the other rows alone."""
-    model = fit_interval(recipe, train, train_residuals, coverage, seed)
-    return intervals(model, held, pred)
+    """The intervals of the ``held`` rows from a model fitted on the other rows alone.
+
+    ``rows``: every row with features, and per kind their held-out residuals.
+    """
+    frame, residuals = rows.value
+    train = {kind: np.asarray(values)[~held] for kind, values in residuals.items()}
+    model = fit_interval(recipe, frame[~held], train, coverage, seed)
+    return intervals(model, frame[held], pred)
 
 
 def interval_figures(
