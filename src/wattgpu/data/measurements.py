@@ -40,6 +40,26 @@ OPTIONAL_COLUMNS = (
     "engine_version",
 )
 SCENARIOS = ("offline", "server")
+# Where a row came from, for people and error messages (the importers' provenance, the names as
+# the source wrote them, the catalogues' notes, a run's bookkeeping): no model step reads them,
+# so a job's training rows, and the folds it sends to its workers, go without them.
+PROVENANCE_COLUMNS = (
+    "source_file",
+    "source_row",
+    "source_id",
+    "data_file",
+    "gpu_as_written",
+    "model_as_written",
+    "gpu_source_name",
+    "model_source_name",
+    "gpu_notes",
+    "llm_notes",
+    "itl_samples",
+    "completed_requests",
+    "failed_requests",
+    "wall_time_s",
+    "experiment_duration_s",
+)
 DROPPED_SUFFIX = ".dropped.csv"
 """An importer's report of the rows it dropped and why, written beside its table (not read)."""
 NUMERIC_COLUMNS = (

@@ -28,7 +28,13 @@ from tqdm import tqdm
 from wattgpu import __version__
 from wattgpu.config import DEFAULT_RECIPE, Settings
 from wattgpu.data.catalog import Catalog
-from wattgpu.data.measurements import data_hash, expand_paths, read_measurements, resolve_names
+from wattgpu.data.measurements import (
+    PROVENANCE_COLUMNS,
+    data_hash,
+    expand_paths,
+    read_measurements,
+    resolve_names,
+)
 from wattgpu.data.verdict import Verdict, check_files
 from wattgpu.errors import ConfigError, DataError, StudyComplete, ValidationFailed
 from wattgpu.lifecycle import (
@@ -174,7 +180,10 @@ def measures(data: TrainingData, target: str) -> bool:
 
 
 def training_rows(target: str, data: TrainingData) -> pd.DataFrame:
-    """Rows with resolved names, catalogue specs, physics features and a measured target."""
+    """Rows with resolved names, catalogue specs, physics features and a measured target.
+
+    Without the ``PROVENANCE_COLUMNS``, which no model step reads.
+    """
     resolved, unresolved = resolve_names(data.measurements, data.catalog)
     if not unresolved.empty:
         first = unresolved.iloc[0]
@@ -183,6 +192,7 @@ def training_rows(target: str, data: TrainingData) -> pd.DataFrame:
             f"e.g. gpu={first['gpu']!r} model={first['model']!r} in {first['data_file']}"
         )
     rows = rows_with_target(target, build_features(resolved, data.catalog))
+    rows = rows.drop(columns=[c for c in PROVENANCE_COLUMNS if c in rows.columns])
     if rows["gpu"].nunique() < 2 or rows["model"].nunique() < 2:
         raise DataError(
             f"target {target}: need rows from at least 2 GPUs and 2 LLMs to evaluate; "
