@@ -1,4 +1,4 @@
-"""The tuning job in steps: prepare, validate_data, search, evaluate_tuned, check_held_out, package.
+"""The tuning job in steps, from ``prepare`` to ``package``.
 
 ``tune`` runs them in order for one target; ``main_job`` loads and validates the data once, then
 tunes, evaluates, registers and (a first version) promotes every target. ``prepare`` does
@@ -15,8 +15,9 @@ import math
 import platform
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,9 @@ from wattgpu.modeling.learning.evaluation import (
     MODEL_ON_NEAREST_ROWS,
     PRIOR_METHOD,
     TABLE_FOLDS,
+    PreparedSplit,
     evaluate,
+    prepare_split,
     to_markdown,
 )
 from wattgpu.modeling.learning.interval_check import IntervalCheck, check_intervals, fold_numbers
@@ -123,6 +126,20 @@ class Job:
     study_name: str
     study: Any  # an optuna.Study (lifecycle.tuning is the only module that imports Optuna)
     worker: str
+
+
+@dataclass(frozen=True)
+class Groundwork:
+    """What a target's job can make before its data is known to be valid: nothing is logged.
+
+    Attributes:
+        rows: the target's training rows (``training_rows``).
+        folds: the study's folds of them, each with its prior refitted on its training side.
+
+    """
+
+    rows: pd.DataFrame
+    folds: PreparedSplit
 
 
 @dataclass(frozen=True)
@@ -201,6 +218,21 @@ def training_rows(target: str, data: TrainingData) -> pd.DataFrame:
     return rows
 
 
+def lay_groundwork(job: Job, seed: int) -> Groundwork:
+    """The target's training rows and its study's folds, each with its prior refitted.
+
+    Pure (nothing is logged or stored), so the main job lays it while the data is validated:
+    the refits run on a worker that would otherwise wait.
+
+    Raises:
+        DataError: as ``training_rows``.
+
+    """
+    rows = training_rows(job.target, job.data)
+    folds = prepare_split(job.recipe, rows, tuning.OBJECTIVE_SPLIT, seed, prior_refit(job.target))
+    return Groundwork(rows, folds)
+
+
 def tune(
     settings: Settings,
     target: str,
@@ -265,15 +297,30 @@ def run_job(
     seed: int,
     launcher_run_id: str | None,
     show_progress: bool,
+    groundwork: Callable[[], Groundwork] | None = None,
 ) -> TuneResult:
-    """Run a prepared job in its parent run: log, check the data, search, evaluate, package."""
+    """Run a prepared job in its parent run: log, check the data, search, evaluate, package.
+
+    ``groundwork``, when given, waits for the job's ``lay_groundwork`` (started while the data
+    was validated); it is asked for only once the data passed.
+    """
     target = job.target
     with tracking.parent_run(target, f"tune-{target}", job_tags(job, launcher_run_id)) as run_id:
         log_job(job, trials=trials, timeout=timeout, seed=seed)
-        rows = validate_data(job, validation, run_id)
+        check_validation(validation, run_id)
+        ready = groundwork() if groundwork else lay_groundwork(job, seed)
+        rows = ready.rows
+        log_rows(rows)
         best = tuning.BestPredictions()
         study = search(
-            job, rows, trials=trials, timeout=timeout, seed=seed, progress=show_progress, best=best
+            job,
+            rows,
+            trials=trials,
+            timeout=timeout,
+            seed=seed,
+            progress=show_progress,
+            best=best,
+            ready=ready.folds,
         )
         params = tuning.best_params(study)
         served = fit_served(job.recipe, rows, params, seed)  # on a worker, beside the assessment
@@ -321,7 +368,8 @@ def main_job(
     """The main job: validate the data once, then tune, evaluate, register every target.
 
     ``recipe`` defaults to the settings' (``full`` unless ``WATTGPU_RECIPE`` says).
-    The targets run side by side, each as ``tune`` runs it, on threads sharing the workers.
+    The targets run side by side, each as ``tune`` runs it, on threads sharing the workers;
+    each lays its groundwork while the data is validated (``lay_groundwork``).
     A target's new version is registered (alias ``challenger``) and, when the target has no
     production version yet, promoted to production. TTFT (``OPTIONAL_TARGETS``) is skipped when
     the data holds no measured value of it; a target whose study is already complete is
@@ -353,6 +401,7 @@ def main_job(
             seed=seed,
             launcher_run_id=launcher_run_id,
             show_progress=show_progress,
+            groundwork=groundwork[job.target].result,
         )
         say(summary(job.target, result))
         if register:
@@ -370,17 +419,26 @@ def main_job(
                 say(f"skipped {target}: the data holds no measured {SOURCE_COLUMN[target]}")
                 continue
             name = f"{study_name}-{target}" if study_name else None
-            try:
+            with _skipped_when_complete(say):
                 jobs[target] = prepare(
                     settings, target, recipe=recipe, data=data, data_paths=data_paths,
                     storage=storage, study_name=name, trials=trials, seed=seed, notify=say,
                 )  # fmt: skip
-            except StudyComplete as done:
-                say(str(done))  # not an error: this target's study is complete
         if not jobs:
             return {}
-        validation = validated()
-        return side_by_side_targets(jobs, run_target)
+        with ThreadPoolExecutor(len(jobs), thread_name_prefix="wattgpu-groundwork") as early:
+            groundwork = {t: early.submit(lay_groundwork, job, seed) for t, job in jobs.items()}
+            validation = validated()
+            return side_by_side_targets(jobs, run_target)
+
+
+@contextmanager
+def _skipped_when_complete(say: Callable[[str], None]) -> Iterator[None]:
+    """A target whose study is complete is skipped, in one line: not an error."""
+    try:
+        yield
+    except StudyComplete as done:
+        say(str(done))
 
 
 def side_by_side_targets(
@@ -506,8 +564,8 @@ def log_job(job: Job, *, trials: int, timeout: float | None, seed: int) -> None:
     )
 
 
-def validate_data(job: Job, validation: Validation, run_id: str) -> pd.DataFrame:
-    """Log the data's validation to the active run; return the target's training rows.
+def check_validation(validation: Validation, run_id: str) -> None:
+    """Log the data's validation to the active run.
 
     Raises:
         ValidationFailed: the data broke an expectation; nothing is trained.
@@ -522,7 +580,10 @@ def validate_data(job: Job, validation: Validation, run_id: str) -> pd.DataFrame
             f"{verdict.error}; nothing was trained (report logged to run {run_id}; "
             f"`wattgpu validate` shows every failure)"
         )
-    rows = training_rows(job.target, job.data)
+
+
+def log_rows(rows: pd.DataFrame) -> None:
+    """Log the size of the training rows to the active run."""
     tracking.log_metrics(
         {
             "rows_train": len(rows),
@@ -530,7 +591,6 @@ def validate_data(job: Job, validation: Validation, run_id: str) -> pd.DataFrame
             "llms_train": rows["model"].nunique(),
         }
     )
-    return rows
 
 
 def search(
@@ -542,10 +602,12 @@ def search(
     seed: int,
     progress: bool,
     best: Any = None,
+    ready: PreparedSplit | None = None,
 ) -> Any:
     """Run the Optuna study, each trial a nested run; log and return the study.
 
-    ``best`` (a ``tuning.BestPredictions``), when given, keeps the best trial's predictions.
+    ``best`` (a ``tuning.BestPredictions``), when given, keeps the best trial's predictions;
+    ``ready``, when given, are the study's folds already prepared (``lay_groundwork``).
     """
     bar = tqdm(total=trials, desc=f"tune {job.target}", unit="trial", disable=not progress)
     study = tuning.run_study(
@@ -560,6 +622,7 @@ def search(
         worker=job.worker,
         best=best,
         prepare=prior_refit(job.target),
+        ready=ready,
     )
     bar.close()
     tracking.log_params({f"best_{k}": v for k, v in tuning.best_params(study).items()})

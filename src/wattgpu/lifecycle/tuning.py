@@ -22,18 +22,20 @@ from wattgpu.lifecycle import store_creation
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
 from wattgpu.modeling.learning.evaluation import (
     Prepare,
+    PreparedSplit,
     Tuner,
     predict_folds,
-    prepared_folds,
+    prepare_split,
     score,
 )
 from wattgpu.modeling.learning.recipe import Recipe
 from wattgpu.modeling.learning.side_by_side import Stopped
-from wattgpu.modeling.learning.splits import split_indices
 from wattgpu.modeling.metrics import mdape
 
 TrialLogger = Callable[[int, dict[str, Any], dict[str, float]], None]
 WORKER_ATTR = "wattgpu.worker"
+# What a study minimises: the MdAPE on GPUs its model never saw.
+OBJECTIVE_SPLIT = "LOGO"
 
 
 def suggest(trial: optuna.Trial, recipe: Recipe) -> dict[str, Any]:
@@ -182,6 +184,7 @@ def make_objective(
     worker: str = "",
     best: BestPredictions | None = None,
     prepare: Prepare | None = None,
+    ready: PreparedSplit | None = None,
 ) -> Callable[[optuna.Trial], float]:
     """The objective: overall MdAPE of out-of-fold predictions on ``split``.
 
@@ -191,12 +194,16 @@ def make_objective(
 
     ``worker`` (a ``workers.identity``) is stamped on each trial, so that a later job can tell
     a trial left running by a killed worker. ``best``, when given, keeps the best trial's
-    predictions. ``prepare`` (``prior.refit_prior``) rewrites each fold from its training side
-    once, here, for every trial.
+    predictions. ``prepare`` (``prior.prior_refit``) rewrites each fold from its training side
+    once, here, for every trial; ``ready``, when given, are ``split``'s folds of ``frame`` so
+    rewritten already (``evaluation.prepare_split`` with the same seed and ``prepare``).
     """
     target = recipe.target
-    folds = list(split_indices(frame, split, seed=seed, folds=recipe.folds))
-    prepared = prepared_folds(frame, folds, prepare)
+    if ready is None:
+        ready = prepare_split(recipe, frame, split, seed, prepare)
+    elif ready.split != split:
+        raise ValueError(f"the prepared folds are {ready.split}'s, the objective {split}'s")
+    folds, prepared = ready.folds, ready.prepared
     stages = fold_stages(folds, recipe.pruning.after)
 
     def objective(trial: optuna.Trial) -> float:
@@ -292,17 +299,19 @@ def run_study(
     trials: int,
     timeout: float | None,
     seed: int = 0,
-    split: str = "LOGO",
+    split: str = OBJECTIVE_SPLIT,
     log_trial: TrialLogger | None = None,
     on_trial_done: Callable[[], None] | None = None,
     worker: str = "",
     best: BestPredictions | None = None,
     prepare: Prepare | None = None,
+    ready: PreparedSplit | None = None,
 ) -> optuna.Study:
     """Run ``study`` (from ``open_study``) until it holds ``trials`` completed trials.
 
     ``trials`` is a total: a study resumed from its storage only runs the trials still missing.
-    It stops early once ``timeout`` seconds have passed. ``prepare``: see ``make_objective``.
+    It stops early once ``timeout`` seconds have passed. ``prepare``, ``ready``: see
+    ``make_objective``.
 
     Raises:
         ConfigError: ``trials`` is below 1, or no trial finished.
@@ -311,7 +320,7 @@ def run_study(
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
     remaining = trials - finished_trials(study)
-    objective = make_objective(recipe, frame, seed, split, log_trial, worker, best, prepare)
+    objective = make_objective(recipe, frame, seed, split, log_trial, worker, best, prepare, ready)
     callbacks = [lambda _study, _trial: on_trial_done()] if on_trial_done else []
     deadline = None if timeout is None else time.monotonic() + timeout
     for _ in range(max(remaining, 0)):
@@ -372,7 +381,7 @@ def tune_params(
     *,
     trials: int,
     seed: int = 0,
-    split: str = "LOGO",
+    split: str = OBJECTIVE_SPLIT,
     prepare: Prepare | None = None,
 ) -> dict[str, Any]:
     """Best hyperparameters of an in-memory study on ``frame`` alone (objective: ``split`` MdAPE).

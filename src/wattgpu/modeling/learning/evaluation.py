@@ -6,6 +6,7 @@ Pure: the nested evaluation is handed its tuner, so this module never imports Op
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,30 @@ def prepared_folds(
     if prepare is not None:
         sides = side_by_side.run(prepare, sides)  # each fold's refit on a core of its own
     return [Shared(fold) for fold in sides]
+
+
+@dataclass(frozen=True)
+class PreparedSplit:
+    """A split's folds of some rows, each side rewritten once by a ``Prepare`` (``prepare_split``).
+
+    Attributes:
+        split: the split (``LOGO``, ...).
+        folds: its (train, test) row positions.
+        prepared: each fold's rewritten sides, shared with the workers (``prepared_folds``).
+
+    """
+
+    split: str
+    folds: list[Fold]
+    prepared: list[Shared[PreparedFold]]
+
+
+def prepare_split(
+    recipe: Recipe, frame: pd.DataFrame, split: str, seed: int, prepare: Prepare | None
+) -> PreparedSplit:
+    """``split``'s folds of ``frame`` (the recipe's fold counts), each rewritten by ``prepare``."""
+    folds = list(split_indices(frame, split, seed=seed, folds=recipe.folds))
+    return PreparedSplit(split, folds, prepared_folds(frame, folds, prepare))
 
 
 def predict_folds(
