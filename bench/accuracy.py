@@ -100,7 +100,7 @@ from wattgpu.modeling.learning.splits import (
 )
 from wattgpu.modeling.learning.uncertainty import COVERAGE
 from wattgpu.modeling.metrics import workload_labels
-from wattgpu.modeling.physical.prior import refit_prior
+from wattgpu.modeling.physical.prior import refit_prior_for
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, TARGETS, rows_with_target
 
 METHODS = (
@@ -257,12 +257,12 @@ def run(
                     chosen_recipe,
                     data,
                     split,
-                    tuner(chosen_recipe, trials=trials, seed=seed, prepare=refit_prior),
+                    tuner(chosen_recipe, trials=trials, seed=seed, prepare=refit_prior_for(target)),
                     seed=seed,
                     on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
                     if progress
                     else None,
-                    prepare=refit_prior,
+                    prepare=refit_prior_for(target),
                 )
                 oofs[split] = oof
                 model_records[split] = scored(oof, "catboost", target, split)
@@ -316,7 +316,8 @@ def prior_out_of_fold(recipe: Any, data: pd.DataFrame, split: str, seed: int) ->
     with it (``predict_folds`` returns the prior beside the model's answers).
     """
     folds = list(split_indices(data, split, seed=seed))
-    return predict_folds(recipe, data, folds, [None] * len(folds), seed=seed, prepare=refit_prior)
+    prepare = refit_prior_for(recipe.target)
+    return predict_folds(recipe, data, folds, [None] * len(folds), seed=seed, prepare=prepare)
 
 
 # The kinds of rows reported on their own beside all rows (issue 18): mixture-of-experts beside

@@ -11,7 +11,9 @@ from wattgpu.modeling.physical.prior import (
     calibration_mask,
     fit_constants,
     fit_engine_floors,
+    fit_prior,
     refit_prior,
+    refit_prior_for,
 )
 
 
@@ -71,6 +73,25 @@ def test_the_held_out_side_never_moves_the_prior(generated):
     _, after = refit_prior(train, scrambled)
     np.testing.assert_allclose(before["prior_power_w"], after["prior_power_w"])
     np.testing.assert_allclose(before["prior_itl_s"], after["prior_itl_s"])
+
+
+def test_a_power_or_itl_refit_keeps_the_shipped_ttft_terms_and_changes_nothing_else(generated):
+    from wattgpu.modeling.physical.physics import DEFAULT_TTFT_TERMS
+
+    gpus = sorted(generated["gpu"].unique())
+    train = generated[generated["gpu"] != gpus[0]]
+    test = generated[generated["gpu"] == gpus[0]]
+    full = fit_prior(train)
+    assert full[3] != DEFAULT_TTFT_TERMS  # the fit moves them, so keeping them shows
+    for target in ("power", "itl"):
+        constants, floors, effects, ttft = fit_prior(train, target)
+        assert (constants, floors, effects) == full[:3]
+        assert ttft == DEFAULT_TTFT_TERMS
+        _, everything = refit_prior(train, test)
+        _, for_target = refit_prior_for(target)(train, test)
+        for column in ("prior_power_cpu_w", "prior_itl_s", "log_prior_itl_cpu_s"):
+            np.testing.assert_array_equal(for_target[column], everything[column])
+    assert fit_prior(train, "ttft") == full
 
 
 def test_engine_floor_slows_the_step_and_idles_the_gpu_by_hand(small_catalog):

@@ -72,7 +72,7 @@ from wattgpu.modeling.learning.uncertainty import (
     not_validated_notes,
 )
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
-from wattgpu.modeling.physical.prior import prior_refit
+from wattgpu.modeling.physical.prior import refit_prior_for
 from wattgpu.modeling.physical.targets import (
     OPTIONAL_TARGETS,
     SOURCE_COLUMN,
@@ -229,7 +229,9 @@ def lay_groundwork(job: Job, seed: int) -> Groundwork:
 
     """
     rows = training_rows(job.target, job.data)
-    folds = prepare_split(job.recipe, rows, tuning.OBJECTIVE_SPLIT, seed, prior_refit(job.target))
+    folds = prepare_split(
+        job.recipe, rows, tuning.OBJECTIVE_SPLIT, seed, refit_prior_for(job.target)
+    )
     return Groundwork(rows, folds)
 
 
@@ -621,7 +623,7 @@ def search(
         on_trial_done=lambda: bar.update(1),
         worker=job.worker,
         best=best,
-        prepare=prior_refit(job.target),
+        prepare=refit_prior_for(job.target),
         ready=ready,
     )
     bar.close()
@@ -648,7 +650,7 @@ def evaluate_tuned(
     """Evaluate ``params`` on every split: the table and the out-of-fold predictions per split.
 
     Nothing is logged. Every fold's analytical prior (constants and engine floors) is refitted
-    on its training side (``prior.prior_refit``), as in the study. ``known``: out-of-fold
+    on its training side (``prior.refit_prior_for``), as in the study. ``known``: out-of-fold
     predictions of ``params`` already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
@@ -661,7 +663,7 @@ def evaluate_tuned(
         seed=seed,
         progress=lambda: bar.update(1),
         known=known,
-        prepare=prior_refit(recipe.target),
+        prepare=refit_prior_for(recipe.target),
     )
     bar.close()
     return table, oof

@@ -194,7 +194,7 @@ def make_objective(
 
     ``worker`` (a ``workers.identity``) is stamped on each trial, so that a later job can tell
     a trial left running by a killed worker. ``best``, when given, keeps the best trial's
-    predictions. ``prepare`` (``prior.prior_refit``) rewrites each fold from its training side
+    predictions. ``prepare`` (``prior.refit_prior_for``) rewrites each fold from its training side
     once, here, for every trial; ``ready``, when given, are ``split``'s folds of ``frame`` so
     rewritten already (``evaluation.prepare_split`` with the same seed and ``prepare``).
     """

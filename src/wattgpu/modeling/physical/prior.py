@@ -228,13 +228,13 @@ def refit_prior(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both sides of a fold with the prior columns of constants and floors fitted on ``train``.
 
-    ``target``: as ``fit_prior``'s (``prior_refit`` binds it).
+    ``target``: as ``fit_prior``'s (``refit_prior_for`` binds it).
     """
     fitted = fit_prior(train, target)
     return with_prior(train, *fitted), with_prior(test, *fitted)
 
 
-def prior_refit(
+def refit_prior_for(
     target: str,
 ) -> Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]:
     """``refit_prior`` for ``target``'s folds (a fold's ``prepare``; it pickles to the workers)."""
