@@ -6,10 +6,12 @@ Without MLFLOW_TRACKING_URI it trains a small ``--target`` model on generated ro
 MLflow store (one Optuna trial), registers and promotes it; with it, it serves
 ``--target``/``--alias`` from that store. In one run it measures:
 
-- the floor: a trivial pyfunc (returns one number per row) under plain `mlflow models serve`;
-- the model under `wattgpu serve` (the guard in front of MLflow's scoring app), one worker:
-  single rows, 1,000-row batches, and one 100,000-row request;
-- the model under plain `mlflow models serve`: single rows and 1,000-row batches;
+- three servers, started together and taking turns (``measure_side_by_side``), with single rows
+  and 1,000-row batches:
+  - the floor: a trivial pyfunc (returns one number per row) under plain `mlflow models serve`;
+  - the model under `wattgpu serve` (the guard in front of MLflow's scoring app), one worker;
+  - the model under plain `mlflow models serve`;
+- 100,000-row requests to `wattgpu serve`;
 - the model in process (``pyfunc.predict``, no HTTP): one row, 1,000-row and 10,000-row calls;
 - `wattgpu serve --workers 2` with 8 concurrent clients sending single rows;
 - the command line, in fresh processes: `wattgpu predict` for one query and `wattgpu recommend`
@@ -37,7 +39,6 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import mlflow
@@ -54,6 +55,9 @@ QUERY = {
 }
 GPUS = ["NVIDIA H100 PCIe", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA A10G", "NVIDIA L40S"]
 CLIENTS = 8
+# Turns each server takes in ``measure_side_by_side``.
+ROUNDS = 10
+FLOOR = "floor: trivial pyfunc, `mlflow models serve`"
 
 
 class Trivial(mlflow.pyfunc.PythonModel):
@@ -190,20 +194,40 @@ def serve_command(target: str, alias: str, workers: int) -> list[str]:
     ]
 
 
-def measure_served(url: str, body: dict, args: argparse.Namespace) -> list[tuple]:
-    one, thousand, big = body["one"], body["thousand"], body["big"]
+def measure_big(url: str, body: dict, args: argparse.Namespace) -> tuple:
+    """``args.big`` requests of 100,000 rows each, one after the other."""
     with httpx.Client(timeout=300) as client:
-        for _ in range(20):
-            timed_post(client, url, one[0])  # warm-up
-        timed_post(client, url, thousand[0])
-        big_s = [timed_post(client, url, big[0]) for _ in range(args.big)]
-    single, wall = latencies(url, one[0], args.requests, 1)
-    batch, batch_wall = latencies(url, thousand[0], args.batches, 1)
-    return [
-        row("model, `wattgpu serve`, single row", single, wall, 1),
-        row("model, `wattgpu serve`, 1,000-row batch", batch, batch_wall, 1000),
-        row("model, `wattgpu serve`, 100,000-row request", big_s, sum(big_s), 100_000),
-    ]
+        big_s = [timed_post(client, url, body["big"][0]) for _ in range(args.big)]
+    return row("model, `wattgpu serve`, 100,000-row request", big_s, sum(big_s), 100_000)
+
+
+def measure_side_by_side(urls: dict[str, str], body: dict, args: argparse.Namespace) -> list[tuple]:
+    """Single rows, then 1,000-row batches, on every server in turn, in ``ROUNDS`` short rounds.
+
+    This machine's speed drifts by a factor of two within minutes: servers measured one after
+    the other would each meet a different machine. Taking turns every few hundred milliseconds,
+    the floor and the model share the drift, and their ratio measures the servers.
+    """
+    for url in urls.values():
+        with httpx.Client(timeout=300) as client:
+            for _ in range(20):
+                timed_post(client, url, body["one"][0])  # warm-up
+            timed_post(client, url, body["thousand"][0])
+    out = []
+    for key, label, total, rows_per_request in (
+        ("one", "single row", args.requests, 1),
+        ("thousand", "1,000-row batch", args.batches, 1000),
+    ):
+        values: dict[str, list[float]] = {name: [] for name in urls}
+        walls = dict.fromkeys(urls, 0.0)
+        for _ in range(ROUNDS):
+            for name, url in urls.items():
+                taken, wall = latencies(url, body[key][0], max(1, total // ROUNDS), 1)
+                values[name] += taken
+                walls[name] += wall
+        for name in urls:
+            out.append(row(f"{name}, {label}", values[name], walls[name], rows_per_request))
+    return out
 
 
 def measure_in_process(model_uri: str, body: dict, args: argparse.Namespace) -> list[tuple]:
@@ -226,55 +250,6 @@ def measure_in_process(model_uri: str, body: dict, args: argparse.Namespace) -> 
             values.append(time.perf_counter() - started)
         out.append(row(label, values, sum(values), n))
     return out
-
-
-def measure_floor(
-    trivial: Path, env: dict[str, str], root: Path, body: dict[str, tuple[str, int]], args: Any
-) -> list[tuple]:
-    """A trivial pyfunc behind ``mlflow models serve``: the floor, single rows and 1,000 rows."""
-    floor_cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(trivial)]
-    floor_cmd += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
-    process, url = start(floor_cmd, env, root / "trivial.log")
-    try:
-        with httpx.Client(timeout=60) as client:
-            for _ in range(20):
-                timed_post(client, url, body["one"][0])
-            timed_post(client, url, body["thousand"][0])
-        values, wall = latencies(url, body["one"][0], args.requests, 1)
-        batch, batch_wall = latencies(url, body["thousand"][0], args.batches, 1)
-        return [
-            row("floor: trivial pyfunc, `mlflow models serve`, single row", values, wall, 1),
-            row(
-                "floor: trivial pyfunc, `mlflow models serve`, 1,000-row batch",
-                batch,
-                batch_wall,
-                1000,
-            ),
-        ]
-    finally:
-        stop(process)
-
-
-def measure_plain_server(
-    env: dict[str, str], root: Path, model_uri: str, body: dict, args: argparse.Namespace
-) -> list[tuple]:
-    """The model under plain ``mlflow models serve``: single rows and 1,000-row batches."""
-    command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri]
-    command += ["--env-manager", "local", "-p", "{port}", "-h", "127.0.0.1"]
-    process, url = start(command, env, root / "plain.log")
-    try:
-        with httpx.Client(timeout=300) as client:
-            for _ in range(20):
-                timed_post(client, url, body["one"][0])
-            timed_post(client, url, body["thousand"][0])
-        single, wall = latencies(url, body["one"][0], args.requests, 1)
-        batch, batch_wall = latencies(url, body["thousand"][0], args.batches, 1)
-        return [
-            row("model, `mlflow models serve`, single row", single, wall, 1),
-            row("model, `mlflow models serve`, 1,000-row batch", batch, batch_wall, 1000),
-        ]
-    finally:
-        stop(process)
 
 
 # The README's examples: one query, and the recommendation.
@@ -348,8 +323,8 @@ def targets(rows: list[tuple]) -> list[tuple[str, str, str]]:
     def rate(label: str) -> float:
         return float(by_label[label][1].split()[0].replace(",", ""))
 
-    floor_rate = rate("floor: trivial pyfunc, `mlflow models serve`, 1,000-row batch")
-    floor_p50 = by_label["floor: trivial pyfunc, `mlflow models serve`, single row"][0]
+    floor_rate = rate(f"{FLOOR}, 1,000-row batch")
+    floor_p50 = by_label[f"{FLOOR}, single row"][0]
     out = []
     for server in ("`wattgpu serve`", "`mlflow models serve`"):
         ratio = rate(f"model, {server}, 1,000-row batch") / floor_rate
@@ -402,13 +377,22 @@ def main() -> None:
         trivial = root / "trivial"
         mlflow.pyfunc.save_model(str(trivial), python_model=Trivial())
         body = bodies()
-        rows = measure_floor(trivial, env, root, body, args)
-        process, url = start(serve_command(args.target, args.alias, 1), env, root / "one.log")
+        plain = [sys.executable, "-m", "mlflow", "models", "serve", "--env-manager", "local"]
+        plain += ["-p", "{port}", "-h", "127.0.0.1", "-m"]
+        commands = {
+            FLOOR: [*plain, str(trivial)],
+            "model, `wattgpu serve`": serve_command(args.target, args.alias, 1),
+            "model, `mlflow models serve`": [*plain, model_uri],
+        }
+        servers = {}
         try:
-            rows += measure_served(url, body, args)
+            for i, (name, command) in enumerate(commands.items()):
+                servers[name] = start(command, env, root / f"server{i}.log")
+            rows = measure_side_by_side({n: url for n, (_, url) in servers.items()}, body, args)
+            rows.append(measure_big(servers["model, `wattgpu serve`"][1], body, args))
         finally:
-            stop(process)
-        rows += measure_plain_server(env, root, model_uri, body, args)
+            for process, _ in servers.values():
+                stop(process)
         rows += measure_in_process(model_uri, body, args)
         rows.append(measure_two_workers(env, root, body, args))
         if args.cli_repeats:
