@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.modeling.physical.features import build_features, with_prior
+from wattgpu.modeling.physical.physics import DEFAULT_TTFT_TERMS
 from wattgpu.modeling.physical.prior import (
     FLOOR_GRID,
     NEUTRAL_START,
@@ -76,18 +77,16 @@ def test_the_held_out_side_never_moves_the_prior(generated):
 
 
 def test_a_power_or_itl_refit_keeps_the_shipped_ttft_terms_and_changes_nothing_else(generated):
-    from wattgpu.modeling.physical.physics import DEFAULT_TTFT_TERMS
-
     gpus = sorted(generated["gpu"].unique())
     train = generated[generated["gpu"] != gpus[0]]
     test = generated[generated["gpu"] == gpus[0]]
     full = fit_prior(train)
     assert full[3] != DEFAULT_TTFT_TERMS  # the fit moves them, so keeping them shows
+    _, everything = refit_prior(train, test)
     for target in ("power", "itl"):
         constants, floors, effects, ttft = fit_prior(train, target)
         assert (constants, floors, effects) == full[:3]
         assert ttft == DEFAULT_TTFT_TERMS
-        _, everything = refit_prior(train, test)
         _, for_target = refit_prior_for(target)(train, test)
         for column in ("prior_power_cpu_w", "prior_itl_s", "log_prior_itl_cpu_s"):
             np.testing.assert_array_equal(for_target[column], everything[column])
