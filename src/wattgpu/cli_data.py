@@ -124,6 +124,35 @@ _folder_import_command(
 )
 
 
+@import_command.command(name="aiconfigurator-kernels")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="CSV file to write (default: ./data/external/kernels.csv).",
+)
+@pass_state
+def import_kernels_command(state: CliState, directory: Path, output: Path | None) -> None:
+    """Summarise AIConfigurator's kernel tables found anywhere under DIRECTORY.
+
+    Reads <system>/<op>/<engine>/<version>/*.parquet (GEMM, decode attention, all-reduce) and
+    writes the tidy table the prior's per-GPU efficiencies come from (data/kernels.csv ships
+    one). Put it beside a gpus.csv (--data-dir) for the catalogue to use it.
+    """
+    from wattgpu.data.importers.aiconfigurator_kernels import import_kernels, read_kernel_tables
+    from wattgpu.data.kernels import KERNELS_FILE
+
+    tables = read_kernel_tables(directory)
+    tidy = import_kernels(tables, _catalog(state.settings))
+    output = output or EXTERNAL_DATA_DIR / KERNELS_FILE
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tidy.to_csv(output, index=False)
+    systems = ", ".join(sorted(tidy["system"].unique()))
+    click.echo(f"read {len(tables)} kernel tables ({systems})")
+    click.echo(f"wrote {len(tidy)} rows to {output}")
+
+
 @click.command(name="llms-from-configs")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @pass_state

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import unique_codes
+from wattgpu.data.kernels import KERNELS_FILE, read_kernels, with_efficiencies
 from wattgpu.data.names import NameIndex, NameMatch, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
 
@@ -40,6 +41,7 @@ GPU_COLUMNS = ("gpu", "aliases", *GPU_TEXT_COLUMNS, *GPU_NUMERIC_COLUMNS, "compu
 # Dense tensor throughput per number format beside fp16_tensor_tflops: blank where the GPU has
 # no such tensor format or its sheet gives no figure; a catalogue may leave them out (blank).
 GPU_THROUGHPUT_COLUMNS = (
+    "fp32acc_tensor_tflops",  # 16-bit math with FP32 accumulation: half the FP16 figure on GeForce
     "fp8_tensor_tflops",
     "fp4_tensor_tflops",
     "int8_tensor_tops",
@@ -50,6 +52,9 @@ GPU_THROUGHPUT_COLUMNS = (
 # to slower attention in vLLM/TGI). They are derived, not stored: each follows from
 # compute_capability alone, so a stored copy could only disagree with it. They reach the
 # features as gpu_bf16, gpu_fp8, gpu_fp4 and gpu_fused_attention (see ``kernel_features``).
+# How a GPU reaches its peers (``interconnect``: NVLink or PCIe), from vendor sheets; blank where
+# a catalogue leaves them out. A PCIe card's optional NVLink bridge is not assumed.
+GPU_LINK_COLUMNS = ("nvlink_bandwidth_gb_s", "pcie_generation", "pcie_lanes")
 KERNEL_FEATURES = {"bf16": 8.0, "fp8": 8.9, "fp4": 10.0, "fused_attention": 8.0}
 
 LLM_NUMERIC_COLUMNS = (
@@ -204,8 +209,15 @@ class Catalog:
     llm_names: NameIndex = field(repr=False)
 
     @classmethod
-    def from_frames(cls, gpus: pd.DataFrame, llms: pd.DataFrame) -> Catalog:
-        """Build a catalogue from the two tables (columns as in ``data/*.csv``)."""
+    def from_frames(
+        cls, gpus: pd.DataFrame, llms: pd.DataFrame, kernels: pd.DataFrame | None = None
+    ) -> Catalog:
+        """Build a catalogue from the two tables (columns as in ``data/*.csv``).
+
+        ``kernels``: the tidy kernel table (``data/kernels.csv``), which gives the profiled GPUs
+        their measured efficiencies; every other GPU gets them from its specs
+        (:mod:`wattgpu.data.kernels`). Without it, efficiencies a snapshot carries are kept.
+        """
         gpus = gpus.copy()
         llms = llms.copy()
         for frame, key, table in ((gpus, "gpu", "gpus"), (llms, "model", "llms")):
@@ -218,9 +230,12 @@ class Catalog:
                 f"gpus: column(s) {', '.join(stored)} are derived from compute_capability; "
                 "remove them from the catalogue"
             )
-        for column in ("compute_capability", *GPU_THROUGHPUT_COLUMNS):
+        for column in ("compute_capability", *GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS):
             if column not in gpus.columns:
                 gpus[column] = np.nan
+        if "interconnect" not in gpus.columns:
+            gpus["interconnect"] = None
+        gpus = with_efficiencies(gpus, kernels)
         if "num_kv_layers" not in llms.columns:
             llms["num_kv_layers"] = llms["num_layers"]
         for column in (*LLM_MOE_COLUMNS, *LLM_ATTENTION_COLUMNS):
@@ -243,12 +258,14 @@ class Catalog:
 
     @classmethod
     def load(cls, gpus_csv: Path, llms_csv: Path) -> Catalog:
-        """Read ``gpus.csv`` and ``llms.csv``."""
+        """Read ``gpus.csv`` and ``llms.csv``, and ``kernels.csv`` beside them where it is."""
         gpus = _read_csv(gpus_csv, GPU_COLUMNS, "GPU catalogue")
         llms = _read_csv(
             llms_csv, tuple(c for c in LLM_COLUMNS if c != "num_kv_layers"), "LLM catalogue"
         )
-        return cls.from_frames(gpus, llms)
+        kernels_csv = Path(gpus_csv).with_name(KERNELS_FILE)
+        kernels = read_kernels(kernels_csv) if kernels_csv.is_file() else None
+        return cls.from_frames(gpus, llms, kernels)
 
     def spec_arrays(
         self, kind: str, names: np.ndarray, columns: tuple[str, ...] | None = None

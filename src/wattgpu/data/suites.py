@@ -23,6 +23,7 @@ import pandas as pd
 
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
+    GPU_LINK_COLUMNS,
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
     KERNEL_FEATURES,
@@ -86,7 +87,14 @@ GPU_REQUIRED_NUMERIC = (
     "process_nm",
     "compute_capability",
 )
-GPU_ALL_NUMERIC = (*GPU_NUMERIC_COLUMNS, "compute_capability", *GPU_THROUGHPUT_COLUMNS)
+GPU_ALL_NUMERIC = (
+    *GPU_NUMERIC_COLUMNS,
+    "compute_capability",
+    *GPU_THROUGHPUT_COLUMNS,
+    *GPU_LINK_COLUMNS,
+)
+# How GPUs reach their peers (``interconnect``); blank: not stated.
+INTERCONNECTS = ["NVLink", "PCIe"]
 
 # num_kv_layers is optional (the catalogue defaults it to num_layers).
 LLM_REQUIRED_COLUMNS = tuple(c for c in LLM_COLUMNS if c != "num_kv_layers")
@@ -121,6 +129,10 @@ GPU_RANGES = (
     ("fp4_tensor_tflops", 10, 100000),
     ("int8_tensor_tops", 5, 50000),
     ("int4_tensor_tops", 10, 100000),
+    ("fp32acc_tensor_tflops", 5, 5000),
+    ("nvlink_bandwidth_gb_s", 50, 4000),  # both directions, per GPU
+    ("pcie_generation", 3, 6),
+    ("pcie_lanes", 1, 16),
 )
 LLM_RANGES = (
     # up to Kimi-K2's 1.03 trillion
@@ -230,6 +242,11 @@ def gpu_expectations() -> list[dict[str, Any]]:
         ),
         # Halving the precision never lowers the peak: FP8 at least the dense FP16 figure.
         _between("fp8_over_fp16", 1, None, meta=_examples_from("gpu")),
+        # FP32 accumulation runs at the FP16-accumulate rate or at half of it (GeForce cards).
+        _between("fp32acc_over_fp16", 0.5, 1, meta=_examples_from("gpu")),
+        expectation(
+            "expect_column_values_to_be_in_set", column="interconnect", value_set=INTERCONNECTS
+        ),
         expectation("expect_column_values_to_be_in_set", column="vendor", value_set=GPU_VENDORS),
         expectation(
             "expect_column_values_to_be_in_set", column="memory_type", value_set=MEMORY_TYPES
@@ -352,7 +369,7 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     either is blank). Absent throughput columns (``GPU_THROUGHPUT_COLUMNS``) are added as blanks.
     """
     out = frame.reset_index(drop=True)
-    for column in GPU_THROUGHPUT_COLUMNS:
+    for column in (*GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS, "interconnect"):
         if column not in out.columns:
             out[column] = np.nan
     boost, base = _numeric(out, "boost_clock_mhz"), _numeric(out, "base_clock_mhz")
@@ -364,6 +381,9 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     )
     out["fp4_only_if_capable"] = (fp4.isna() | (capability >= KERNEL_FEATURES["fp4"])).astype(bool)
     out["fp8_over_fp16"] = fp8 / _numeric(out, "fp16_tensor_tflops")
+    out["fp32acc_over_fp16"] = _numeric(out, "fp32acc_tensor_tflops") / _numeric(
+        out, "fp16_tensor_tflops"
+    )
     return out
 
 

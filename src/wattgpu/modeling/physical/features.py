@@ -21,6 +21,7 @@ from wattgpu.arrays import blanks, unique_codes
 from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
+from wattgpu.data.kernels import PCIE_LANE_GB_S
 from wattgpu.modeling.physical import physics
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 
@@ -343,6 +344,7 @@ def _physics(columns: Columns) -> Columns:
         params = params_b * 1e9
         active = _filled(_floats(out["llm_active_params_b"]), params_b) * 1e9
         out["tensor_tflops"] = tensor_tflops(out)
+        out["link_bandwidth_gb_s"] = link_bandwidth(out)
         flops = out["tensor_tflops"] * 1e12
         out["log_params"] = np.log10(params)
         out.update(_weight_layout(out, bpp))
@@ -400,15 +402,34 @@ def kv_bytes_per_token(out: Mapping[str, np.ndarray], tokens_per_seq: np.ndarray
     return per_layer * (full + sliding * share)
 
 
+def link_bandwidth(out: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each row's GPU's one-way bandwidth to its peers, GB/s (NaN where its specs do not say).
+
+    NVLink where the GPU's ``interconnect`` is NVLink (half the sheets' two-way figure), else
+    PCIe: lanes x one lane's rate of its generation (``wattgpu.data.kernels.PCIE_LANE_GB_S``).
+    """
+    n = _length(out)
+    nvlink = _floats(_get(out, "gpu_nvlink_bandwidth_gb_s", n)) / 2.0
+    generation = _floats(_get(out, "gpu_pcie_generation", n))
+    lane = np.array([PCIE_LANE_GB_S.get(int(g), np.nan) if g == g else np.nan for g in generation])
+    pcie = _floats(_get(out, "gpu_pcie_lanes", n)) * lane
+    uses_nvlink = np.asarray(_get(out, "gpu_interconnect", n), dtype=object) == "NVLink"
+    return np.where(uses_nvlink & np.isfinite(nvlink), nvlink, pcie)
+
+
 def tensor_tflops(out: Mapping[str, np.ndarray]) -> np.ndarray:
     """The dense tensor TFLOP/s each row's weight format computes at on its GPU.
 
     An FP8 checkpoint runs FP8 matrix products on a GPU with FP8 tensor cores, an FP4 one (NVFP4,
     MXFP4) FP4 products on a GPU with FP4 tensor cores, INT8 INT8 ones; on a GPU without them,
-    and for weight-only formats (INT4 AWQ/GPTQ), the weights are widened and multiplied in 16 bits.
+    and for weight-only formats (INT4 AWQ/GPTQ), the weights are widened and multiplied in 16 bits,
+    with FP32 accumulation (``gpu_fp32acc_tensor_tflops``: half the FP16-accumulate figure on
+    GeForce cards; blank: the FP16 figure).
     """
     n = _length(out)
     fp16 = _floats(out["gpu_fp16_tensor_tflops"])
+    fp32acc = _floats(_get(out, "gpu_fp32acc_tensor_tflops", n))
+    fp16 = np.where(np.isfinite(fp32acc) & (fp32acc > 0), fp32acc, fp16)
     formats = _map_unique(out["dtype"], lambda d: TENSOR_FORMAT_COLUMN.get(str(d).lower()), object)
     faster = fp16.copy()
     for column in set(TENSOR_FORMAT_COLUMN.values()):

@@ -6,9 +6,12 @@ predictions to every row as a physics prior that the trees correct. A roofline o
 plus queueing, with a few constants fitted to real measurements (``bench/simulator_fidelity.py``).
 Per GPU, with ``M`` sequences decoded together:
 
-* decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M))``, with
+* decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M)) + t_ar(M)``,
+  with
   ``t_mem = (weight bytes read(M) + M * context * kv_bytes_per_token) / (bandwidth * mem_eff)``,
-  ``t_comp = 2 * active_params * M / (fp16_peak * comp_eff)`` and
+  ``t_comp = 2 * active_params * M / (tensor_peak * comp_eff)`` (each efficiency the GPU's
+  measured kernel efficiency, ``wattgpu.data.kernels``, times a fitted serving share),
+  ``t_ar`` the all-reduces of tensor parallelism over the GPUs' link (``_all_reduce_terms``) and
   ``context = input_tokens + output_tokens / 2`` (the mean over a request's decode); the weights
   read are all of a dense LLM's, and of a mixture-of-experts LLM its non-routed weights (attention,
   shared experts, embeddings) plus the distinct routed experts the step's ``M`` tokens hit,
@@ -46,6 +49,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from wattgpu.arrays import unique_codes
+from wattgpu.data.kernels import FALLBACK_EFFICIENCIES
 
 # vLLM's default max_num_seqs: the batch an engine picks when the user sets none.
 ENGINE_MAX_BATCH = 256.0
@@ -56,8 +60,10 @@ class PhysicalConstants:
     """The constants of the analytical model.
 
     Attributes:
-        memory_efficiency: achieved share of the peak memory bandwidth while decoding.
-        compute_efficiency: achieved share of the dense FP16 tensor peak.
+        memory_efficiency: a serving step's share of the bandwidth its GPU's GEMM kernels reach
+            (``gpu_memory_efficiency``, measured or from specs: ``wattgpu.data.kernels``).
+        compute_efficiency: the same of the tensor peak its kernels reach
+            (``gpu_compute_efficiency``).
         step_overhead_s: fixed time of one engine step (scheduling, launches, sampling), s.
         seq_overhead_s: extra step time per sequence in the batch (CPU-side bookkeeping), s.
         idle_fraction: board power with no request in the system, as a share of TDP.
@@ -85,14 +91,14 @@ class PhysicalConstants:
 # CPU-bound v2_vllm_batch_2024 family; see bench/simulator_fidelity.py). Refit with
 #   python bench/simulator_fidelity.py --refit
 DEFAULT_CONSTANTS = PhysicalConstants(
-    memory_efficiency=0.7785,
-    compute_efficiency=1.0,  # at its bound: decode never looked compute-bound in the real rows
-    step_overhead_s=0.002246,
-    seq_overhead_s=7.377e-05,
+    memory_efficiency=1.039,
+    compute_efficiency=1.3,  # at its bound: decode never looked compute-bound in the real rows
+    step_overhead_s=0.002544,
+    seq_overhead_s=7.585e-05,
     idle_fraction=0.1,  # held, not fitted (see calibrate)
-    memory_power_weight=0.6768,
-    compute_power_weight=4.784,
-    server_power_factor=0.6161,
+    memory_power_weight=0.7035,
+    compute_power_weight=4.501,
+    server_power_factor=0.6305,
 )
 
 # The host-side time per layer of one decode step of engines other than vLLM (whose overheads the
@@ -101,12 +107,12 @@ DEFAULT_CONSTANTS = PhysicalConstants(
 # Fitted to every reference row with an ITL (``modeling.physical.prior.fit_engine_floors``);
 # refit with  python bench/simulator_fidelity.py --refit
 DEFAULT_ENGINE_FLOORS: dict[str, float] = {
-    "deepspeed-mii": 5.278e-04,
+    "deepspeed-mii": 4.111e-04,
     "hf": 1.049e-03,
     "llama.cpp": 3.628e-04,
-    "sglang": 1.769e-04,
-    "tgi": 9.856e-04,
-    "trtllm": 1.336e-04,
+    "sglang": 1.715e-04,
+    "tgi": 4.242e-04,
+    "trtllm": 1.216e-04,
 }
 
 # The most one year of a stated engine release may change a decode step: a user who states the
@@ -180,12 +186,13 @@ DEFAULT_ENGINE_EFFECTS = EngineEffects(
 
 # Fitted to the reference rows with a TTFT (``modeling.physical.prior.fit_ttft_terms``); refit
 # with  python bench/simulator_fidelity.py --refit
-DEFAULT_TTFT_TERMS = TtftTerms(overhead_s=0.08913, prefill_scale=7.398)
+DEFAULT_TTFT_TERMS = TtftTerms(overhead_s=0.01122, prefill_scale=9.5)
 
-# What a fit may choose from: efficiencies within (0, 1], overheads below 50 ms and 2 ms.
+# What a fit may choose from: serving shares of the kernels' efficiencies within (0, 1.3] (a
+# kernel table's median shape is not every shape), overheads below 50 ms and 2 ms.
 CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
-    "memory_efficiency": (0.05, 1.0),
-    "compute_efficiency": (0.05, 1.0),
+    "memory_efficiency": (0.05, 1.3),
+    "compute_efficiency": (0.05, 1.3),
     "step_overhead_s": (0.0, 0.05),
     "seq_overhead_s": (0.0, 0.002),
     "idle_fraction": (0.02, 0.6),
@@ -257,12 +264,15 @@ def weight_layout(
     }
 
 
-# Stand-ins for a spec a row leaves blank, so that any row gets a finite prediction.
+# Stand-ins for a spec a row leaves blank, so that any row gets a finite prediction (the
+# efficiencies: ``wattgpu.data.kernels.FALLBACK_EFFICIENCIES``).
 FALLBACK_SPECS = {
     "gpu_memory_bandwidth_gb_s": 1000.0,
     "gpu_fp16_tensor_tflops": 150.0,
     "gpu_tdp_w": 300.0,
     "llm_params_b": 7.0,
+    **{f"gpu_{name}": value for name, value in FALLBACK_EFFICIENCIES.items()},
+    "link_bandwidth_gb_s": 32.0,  # PCIe 4.0 x16, one way
 }
 # Passes of the server's concurrency fixed point when an LLM's weights read grow with it.
 MOE_FIXED_POINT_PASSES = 6
@@ -346,7 +356,8 @@ class _Workload:
     """Per-row inputs of the model and the coefficients of its step time.
 
     A step of ``M`` sequences takes
-    ``max(mem_a(M) + mem_b * M, comp_b * M) + step_overhead + seq_overhead * M``, with
+    ``max(mem_a(M) + mem_b * M, comp_b * M) + reduce_a + reduce_b * M + step_overhead +
+    seq_overhead * M``, with
     ``mem_a(M) = mem_dense + mem_expert * expected_experts(experts, per_token, M)``.
     """
 
@@ -360,6 +371,8 @@ class _Workload:
     server: np.ndarray
     users: np.ndarray  # a closed loop's concurrent users (NaN for an open-loop rate)
     closed: np.ndarray  # a server row given as concurrent users
+    reduce_a: np.ndarray  # s: a step's all-reduces' fixed cost (0 on one GPU)
+    reduce_b: np.ndarray  # s per sequence: the bytes its all-reduces move
     mem_dense: np.ndarray  # s: weights every step reads (all of a dense LLM's)
     mem_expert: np.ndarray  # s: one routed expert's weights (0 for a dense LLM)
     experts: np.ndarray  # routed experts
@@ -405,8 +418,11 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
     flops = _values(rows, "tensor_tflops", np.nan, positive=True)
     flops = np.where(np.isfinite(flops), flops, fp16)
     tdp = _values(rows, "gpu_tdp_w", FALLBACK_SPECS["gpu_tdp_w"], positive=True)
-    bandwidth = bandwidth * 1e9 * c.memory_efficiency * gpus  # achieved bytes/s, all GPUs
-    flops = flops * 1e12 * c.compute_efficiency * gpus  # achieved FLOP/s, all GPUs
+    memory_eff = _spec(rows, "gpu_memory_efficiency") * c.memory_efficiency
+    compute_eff = _spec(rows, "gpu_compute_efficiency") * c.compute_efficiency
+    bandwidth = bandwidth * 1e9 * memory_eff * gpus  # achieved bytes/s, all GPUs
+    flops = flops * 1e12 * compute_eff * gpus  # achieved FLOP/s, all GPUs
+    reduce_a, reduce_b = _all_reduce_terms(rows, gpus)
     kv = _values(rows, "kv_bytes_per_token", 0.0)
     tokens_in = _values(rows, "input_tokens", 512.0)
     tokens_out = np.maximum(_values(rows, "output_tokens", 256.0), 1.0)
@@ -426,6 +442,8 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
         server=server,
         users=users,
         closed=closed,
+        reduce_a=reduce_a,
+        reduce_b=reduce_b,
         mem_dense=dense_bytes / bandwidth,
         mem_expert=_values(rows, "expert_weight_bytes", 0.0) / bandwidth,
         experts=_values(rows, "llm_num_experts", 1.0, positive=True),
@@ -436,10 +454,36 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
     )
 
 
+def _spec(rows: pd.DataFrame | Mapping[str, Any], column: str) -> np.ndarray:
+    """A positive GPU column of ``rows``, ``FALLBACK_SPECS`` where blank."""
+    return _values(rows, column, FALLBACK_SPECS[column], positive=True)
+
+
+def _all_reduce_terms(
+    rows: pd.DataFrame | Mapping[str, Any], gpus: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A decode step's all-reduces under tensor parallelism over ``gpus`` GPUs: fixed s, s/seq.
+
+    Two per layer (after attention and after the MLP), each of ``hidden x 2`` bytes per
+    sequence; a ring moves ``2 (N - 1) / N`` bytes per byte reduced over the link's one-way
+    bandwidth at its measured efficiency, after its fixed latency (``wattgpu.data.kernels``).
+    """
+    layers = _values(rows, "llm_num_layers", 32.0, positive=True)
+    hidden = _values(rows, "llm_hidden_size", 4096.0, positive=True)
+    link = _spec(rows, "link_bandwidth_gb_s") * 1e9 * _spec(rows, "gpu_link_efficiency")
+    parallel = gpus > 1.0
+    ring = 2.0 * (gpus - 1.0) / gpus
+    count = np.where(parallel, 2.0 * layers, 0.0)
+    fixed = count * _spec(rows, "gpu_allreduce_latency_s")
+    per_seq = count * hidden * 2.0 * ring / link
+    return fixed, per_seq
+
+
 def _step(w: _Workload, c: PhysicalConstants, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Step time of ``m`` sequences and its activity (see the module docstring)."""
     t_mem, t_comp = w.mem_a(m) + w.mem_b * m, w.comp_b * m
-    t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp)
+    t_reduce = w.reduce_a + w.reduce_b * m
+    t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp) + t_reduce
     use = c.memory_power_weight * t_mem / t + c.compute_power_weight * t_comp / t
     return t, np.minimum(use, 1.0)
 
@@ -483,10 +527,8 @@ def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray]
     # from the active ones (N = 0) to the fixed point (a dense LLM's first pass is its answer).
     for _ in range(MOE_FIXED_POINT_PASSES if (w.mem_expert > 0).any() else 1):
         mem_a = w.mem_a(1.0 + np.nan_to_num(n_free, nan=0.0, posinf=1e9))
-        lines = (
-            (c.step_overhead_s + mem_a, c.seq_overhead_s + w.mem_b),
-            (np.full(w.n, c.step_overhead_s), c.seq_overhead_s + w.comp_b),
-        )
+        fixed, per_seq = c.step_overhead_s + w.reduce_a, c.seq_overhead_s + w.reduce_b
+        lines = ((fixed + mem_a, per_seq + w.mem_b), (fixed, per_seq + w.comp_b))
         stable = prefill_share < MAX_PREFILL_SHARE
         n_free = np.zeros(w.n)
         for a, b in lines:

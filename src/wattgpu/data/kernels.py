@@ -1,0 +1,176 @@
+"""Per-GPU efficiencies from the shipped kernel table, and a small model of them from specs.
+
+``data/kernels.csv`` (built by ``wattgpu data import aiconfigurator-kernels``, see
+:mod:`wattgpu.data.importers.aiconfigurator_kernels`) holds the shares of the spec sheet that
+real kernels reach on the 7 profiled systems. The prior needs, per GPU:
+
+* ``memory_efficiency``: the median share of the sheet's bandwidth a decode-shaped 16-bit GEMM
+  reaches (``m <= 16``, the median over the engines' medians);
+* ``compute_efficiency``: the same of the 16-bit tensor peak for prefill-shaped GEMMs
+  (``m > 1024``);
+* ``allreduce_latency_s``: a small 16-bit NCCL all-reduce's time (the link's fixed cost, the
+  median over 2, 4 and 8 GPUs of messages up to 4 kB);
+* ``link_efficiency``: the share of the link's one-way bandwidth a large all-reduce reaches,
+  counting the ``2 (N - 1) / N`` bytes a ring moves per byte reduced (messages of 8 MB and up).
+
+A profiled GPU gets its measured values (``efficiency_source`` names the system). Every other GPU
+gets them from ``spec_efficiencies``: the median over the profiled GPUs of its architecture and
+memory family (HBM or GDDR), else of its memory family, else of all; the link's terms from the
+profiled GPUs with the same kind of link (NVLink or PCIe). ``bench/kernels.py`` checks this
+model leave-one-system-out on the kernel tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.errors import DataError
+
+KERNELS_FILE = "kernels.csv"
+EFFICIENCY_COLUMNS = (
+    "memory_efficiency",
+    "compute_efficiency",
+    "allreduce_latency_s",
+    "link_efficiency",
+)
+EFFICIENCY_SOURCE = "efficiency_source"
+SPEC_MODEL = "spec model"
+DECODE_M = 16
+PREFILL_M = 1025
+SMALL_MESSAGE_BYTES = 4096
+LARGE_MESSAGE_BYTES = 8 * 2**20
+# One lane's one-way bandwidth per PCIe generation, GB/s (after line coding).
+PCIE_LANE_GB_S = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+# What a GPU with no profiled peer gets (the medians of the 7 profiled systems, rounded).
+FALLBACK_EFFICIENCIES = {
+    "memory_efficiency": 0.79,
+    "compute_efficiency": 0.74,
+    "allreduce_latency_s": 7e-6,
+    "link_efficiency": 0.6,
+}
+
+
+def read_kernels(path: Path) -> pd.DataFrame:
+    """The tidy kernel table at ``path``."""
+    try:
+        return pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"kernel table {path} is not a readable CSV: {exc}") from None
+
+
+def memory_family(memory_type: object) -> str:
+    """``HBM`` or ``GDDR`` (or ``unknown``) for a catalogue ``memory_type``."""
+    text = str(memory_type).upper()
+    return "HBM" if text.startswith("HBM") else "GDDR" if text.startswith("GDDR") else "unknown"
+
+
+def link_bandwidth_gb_s(gpus: pd.DataFrame) -> pd.Series:
+    """Each GPU's one-way bandwidth to its peers, GB/s: NVLink where it has it, else PCIe.
+
+    The catalogue's ``nvlink_bandwidth_gb_s`` is the sheets' total (both directions), so half
+    of it; PCIe is ``lanes x PCIE_LANE_GB_S[generation]``.
+    """
+    nvlink = pd.to_numeric(gpus.get("nvlink_bandwidth_gb_s"), errors="coerce") / 2.0
+    generation = pd.to_numeric(gpus.get("pcie_generation"), errors="coerce")
+    lanes = pd.to_numeric(gpus.get("pcie_lanes"), errors="coerce")
+    pcie = lanes * generation.map(PCIE_LANE_GB_S)
+    uses_nvlink = gpus.get("interconnect", pd.Series("", index=gpus.index)).eq("NVLink")
+    return nvlink.where(uses_nvlink & nvlink.notna(), pcie)
+
+
+def measured_efficiencies(kernels: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """``EFFICIENCY_COLUMNS`` of each profiled GPU (index: the catalogue's name)."""
+    gemm = kernels[(kernels["op"] == "gemm") & (kernels["dtype"] == "bfloat16")]
+
+    def engines_median(part: pd.DataFrame) -> pd.Series:
+        return part.groupby(["gpu", "engine"])["value"].median().groupby("gpu").median()
+
+    memory = engines_median(
+        gemm[(gemm["metric"] == "bandwidth_share") & (gemm["size_hi"] <= DECODE_M)]
+    )
+    compute = engines_median(
+        gemm[(gemm["metric"] == "flops_share") & (gemm["size_lo"] >= PREFILL_M)]
+    )
+    nccl = kernels[(kernels["op"] == "all_reduce") & (kernels["engine"] == "nccl")]
+    latency = nccl[nccl["size_hi"] <= SMALL_MESSAGE_BYTES].groupby("gpu")["value"].median()
+    large = nccl[nccl["size_lo"] >= LARGE_MESSAGE_BYTES]
+    links = link_bandwidth_gb_s(gpus).reindex(large["gpu"]).to_numpy() * 1e9
+    ring = 2.0 * (large["num_gpus"] - 1.0) / large["num_gpus"]
+    achieved = large["size_lo"] * ring / large["value"] / links
+    link = achieved.groupby(large["gpu"]).median()
+    frame = pd.DataFrame(
+        {
+            "memory_efficiency": memory,
+            "compute_efficiency": compute,
+            "allreduce_latency_s": latency,
+            "link_efficiency": link,
+        }
+    )
+    systems = kernels.groupby("gpu")["system"].first()
+    frame[EFFICIENCY_SOURCE] = "kernels: " + systems.reindex(frame.index)
+    return frame
+
+
+def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """``EFFICIENCY_COLUMNS`` of each GPU of ``gpus`` from the ``profiled`` GPUs' values.
+
+    ``profiled``: the catalogue rows of profiled GPUs (``architecture``, ``memory_type``,
+    ``interconnect`` and the efficiency columns). See the module docstring for the rule.
+    """
+    family = profiled["memory_type"].map(memory_family)
+    kind = profiled.get("interconnect", pd.Series("", index=profiled.index))
+    out = pd.DataFrame(index=gpus.index, columns=list(EFFICIENCY_COLUMNS), dtype=float)
+    for name, row in gpus.iterrows():
+        same_family = family == memory_family(row.get("memory_type"))
+        peers = [
+            same_family & (profiled["architecture"] == row.get("architecture")),
+            same_family,
+            pd.Series(True, index=profiled.index),
+        ]
+        for column in ("memory_efficiency", "compute_efficiency"):
+            out.loc[name, column] = _first_median(profiled[column], peers)
+        same_link = kind == row.get("interconnect")
+        link_peers = [same_link, pd.Series(True, index=profiled.index)]
+        for column in ("allreduce_latency_s", "link_efficiency"):
+            out.loc[name, column] = _first_median(profiled[column], link_peers)
+    for column, value in FALLBACK_EFFICIENCIES.items():
+        out[column] = out[column].fillna(value)
+    return out
+
+
+def _first_median(values: pd.Series, masks: list[pd.Series]) -> float:
+    """The median of ``values`` under the first mask that selects any non-blank value."""
+    for mask in masks:
+        chosen = values[mask.to_numpy()].dropna()
+        if not chosen.empty:
+            return float(chosen.median())
+    return float("nan")
+
+
+def with_efficiencies(gpus: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.DataFrame:
+    """The GPU table with ``EFFICIENCY_COLUMNS`` and ``efficiency_source`` for every GPU.
+
+    ``kernels`` (the tidy kernel table) gives the profiled GPUs theirs; without it, columns
+    already in ``gpus`` (a model's catalogue snapshot) are kept as they are.
+    """
+    out = gpus.copy()
+    if kernels is None:
+        if all(c in out.columns for c in EFFICIENCY_COLUMNS):
+            return out
+        for column in EFFICIENCY_COLUMNS:
+            out[column] = np.nan
+        out[EFFICIENCY_SOURCE] = SPEC_MODEL
+    else:
+        measured = measured_efficiencies(kernels, out.set_index("gpu", drop=False))
+        measured = measured.reindex(out["gpu"])
+        for column in (*EFFICIENCY_COLUMNS, EFFICIENCY_SOURCE):
+            out[column] = measured[column].to_numpy()
+    profiled = out[out[EFFICIENCY_SOURCE].astype(str).str.startswith("kernels")]
+    modelled = spec_efficiencies(profiled, out)
+    for column in EFFICIENCY_COLUMNS:
+        out[column] = out[column].where(out[column].notna(), modelled[column])
+    out[EFFICIENCY_SOURCE] = out[EFFICIENCY_SOURCE].fillna(SPEC_MODEL)
+    return out
