@@ -11,6 +11,7 @@ from conftest import REFERENCE, gpu_row, llm_row
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.importers.aiconfigurator_kernels import import_kernels, read_kernel_tables
+from wattgpu.data.kernel_paths import kernel_path
 from wattgpu.data.kernels import (
     FALLBACK_EFFICIENCIES,
     KERNELS_FILE,
@@ -18,6 +19,8 @@ from wattgpu.data.kernels import (
     measured_efficiencies,
     read_kernels,
 )
+from wattgpu.errors import QueryError
+from wattgpu.modeling.answering.queries import check_queries
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.physics import PhysicalConstants, serving_model
 
@@ -207,4 +210,69 @@ def test_the_importer_rebuilds_the_shipped_table_from_the_raw_files(shipped_cata
     shipped = read_kernels(SHIPPED_DATA_DIR / KERNELS_FILE)
     pd.testing.assert_frame_equal(
         rebuilt.reset_index(drop=True), shipped, check_dtype=False, atol=1e-9
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "capability", "path"),
+    [
+        ("bfloat16", 7.0, "native"),  # run as FP16 on Volta
+        ("fp8", 9.0, "native"),  # Hopper's FP8 tensor cores
+        ("fp8", 8.0, "weight-only"),  # Marlin FP8 on the A100
+        ("fp8", 7.5, None),  # no FP8 kernel on Turing
+        ("nvfp4", 10.0, "native"),
+        ("mxfp4", 9.0, "weight-only"),  # Marlin FP4 on Hopper
+        ("nvfp4", 7.0, None),
+        ("int4", 7.0, "weight-only"),  # GPTQ on Volta
+        ("int8", 7.0, None),  # INT8 W8A8 from Turing
+    ],
+)
+def test_the_kernel_path_of_a_format_on_a_gpu(dtype, capability, path):
+    assert kernel_path(dtype, capability) == path
+
+
+def test_a_format_a_gpu_cannot_run_is_refused_in_one_line_naming_both(shipped_catalog):
+    query = pd.DataFrame(
+        [
+            {
+                "gpu": "T4",
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "scenario": "offline",
+                "dtype": "nvfp4",
+            }
+        ]
+    )
+    with pytest.raises(QueryError) as caught:
+        check_queries(query, shipped_catalog)
+    message = str(caught.value)
+    assert "\n" not in message and caught.value.field == "dtype"
+    assert "NVIDIA Tesla T4" in message and "nvfp4" in message and "8.0" in message
+
+
+def test_a_weight_only_path_is_costed_at_its_own_kernels_share(shipped_catalog):
+    rows = build_features(
+        pd.DataFrame(
+            {
+                "gpu": "NVIDIA A100 SXM4 80GB",
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "scenario": "offline",
+                "batch_size": 1,
+                "dtype": ["fp8", "bfloat16"],
+            }
+        ),
+        shipped_catalog,
+    )
+    assert rows["kernel_path"].tolist() == ["weight-only", "native"]
+    # FP8 weights on the A100 go through 8-bit weight-only GEMMs: the A100's measured int8_wo
+    # decode share over its bf16 one, from the shipped table
+    kernels = read_kernels(SHIPPED_DATA_DIR / KERNELS_FILE)
+    decode = kernels[
+        (kernels["gpu"] == "NVIDIA A100 SXM4 80GB")
+        & (kernels["op"] == "gemm")
+        & (kernels["metric"] == "bandwidth_share")
+        & (kernels["size_lo"] == 1)
+    ]
+    share = decode.groupby("dtype")["value"].median()
+    assert rows["path_memory_factor"].tolist() == pytest.approx(
+        [share["int8_wo"] / share["bfloat16"], 1.0]
     )

@@ -11,7 +11,10 @@ real kernels reach on the 7 profiled systems. The prior needs, per GPU:
 * ``allreduce_latency_s``: a small 16-bit NCCL all-reduce's time (the link's fixed cost, the
   median over 2, 4 and 8 GPUs of messages up to 4 kB);
 * ``link_efficiency``: the share of the link's one-way bandwidth a large all-reduce reaches,
-  counting the ``2 (N - 1) / N`` bytes a ring moves per byte reduced (messages of 8 MB and up).
+  counting the ``2 (N - 1) / N`` bytes a ring moves per byte reduced (messages of 8 MB and up);
+* ``<format>_gemm_factor`` (``PATH_FACTOR_COLUMNS``): a decode GEMM's bandwidth share in that
+  kernel format over the 16-bit one's, which costs a kernel path
+  (:mod:`wattgpu.data.kernel_paths`).
 
 A profiled GPU gets its measured values (``efficiency_source`` names the system). Every other GPU
 gets them from ``spec_efficiencies``: the median over the profiled GPUs of its architecture and
@@ -36,6 +39,10 @@ EFFICIENCY_COLUMNS = (
     "allreduce_latency_s",
     "link_efficiency",
 )
+# Per kernel-table GEMM format that a kernel path is costed with (``wattgpu.data.kernel_paths``),
+# its decode GEMMs' share of the bandwidth over 16-bit GEMMs' on the same GPU.
+PATH_FORMATS = ("fp8", "int8_wo", "int4_wo", "nvfp4")
+PATH_FACTOR_COLUMNS = tuple(f"{f}_gemm_factor" for f in PATH_FORMATS)
 EFFICIENCY_SOURCE = "efficiency_source"
 SPEC_MODEL = "spec model"
 DECODE_M = 16
@@ -109,9 +116,24 @@ def measured_efficiencies(kernels: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataF
             "link_efficiency": link,
         }
     )
+    decode = gemm_shares(kernels)
+    for fmt, column in zip(PATH_FORMATS, PATH_FACTOR_COLUMNS, strict=True):
+        ratio = decode.get(fmt, pd.Series(dtype=float)) / decode["bfloat16"]
+        frame[column] = ratio.reindex(frame.index)
     systems = kernels.groupby("gpu")["system"].first()
     frame[EFFICIENCY_SOURCE] = "kernels: " + systems.reindex(frame.index)
     return frame
+
+
+def gemm_shares(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Each GPU's decode-shaped GEMM bandwidth share per format (median over engines)."""
+    decode = kernels[
+        (kernels["op"] == "gemm")
+        & (kernels["metric"] == "bandwidth_share")
+        & (kernels["size_hi"] <= DECODE_M)
+    ]
+    by_engine = decode.groupby(["gpu", "dtype", "engine"])["value"].median()
+    return by_engine.groupby(["gpu", "dtype"]).median().unstack()
 
 
 def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +144,9 @@ def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFram
     """
     family = profiled["memory_type"].map(memory_family)
     kind = profiled.get("interconnect", pd.Series("", index=profiled.index))
-    out = pd.DataFrame(index=gpus.index, columns=list(EFFICIENCY_COLUMNS), dtype=float)
+    out = pd.DataFrame(
+        index=gpus.index, columns=[*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS], dtype=float
+    )
     for name, row in gpus.iterrows():
         same_family = family == memory_family(row.get("memory_type"))
         peers = [
@@ -130,7 +154,7 @@ def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFram
             same_family,
             pd.Series(True, index=profiled.index),
         ]
-        for column in ("memory_efficiency", "compute_efficiency"):
+        for column in ("memory_efficiency", "compute_efficiency", *PATH_FACTOR_COLUMNS):
             out.loc[name, column] = _first_median(profiled[column], peers)
         same_link = kind == row.get("interconnect")
         link_peers = [same_link, pd.Series(True, index=profiled.index)]
@@ -138,7 +162,7 @@ def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFram
             out.loc[name, column] = _first_median(profiled[column], link_peers)
     for column, value in FALLBACK_EFFICIENCIES.items():
         out[column] = out[column].fillna(value)
-    return out
+    return out.fillna({c: 1.0 for c in PATH_FACTOR_COLUMNS})
 
 
 def _first_median(values: pd.Series, masks: list[pd.Series]) -> float:
@@ -157,20 +181,22 @@ def with_efficiencies(gpus: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.Da
     already in ``gpus`` (a model's catalogue snapshot) are kept as they are.
     """
     out = gpus.copy()
+    columns = (*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS)
     if kernels is None:
-        if all(c in out.columns for c in EFFICIENCY_COLUMNS):
+        if all(c in out.columns for c in columns):
             return out
-        for column in EFFICIENCY_COLUMNS:
-            out[column] = np.nan
-        out[EFFICIENCY_SOURCE] = SPEC_MODEL
+        for column in columns:
+            out[column] = out[column] if column in out.columns else np.nan
+        if EFFICIENCY_SOURCE not in out.columns:
+            out[EFFICIENCY_SOURCE] = SPEC_MODEL
     else:
         measured = measured_efficiencies(kernels, out.set_index("gpu", drop=False))
         measured = measured.reindex(out["gpu"])
-        for column in (*EFFICIENCY_COLUMNS, EFFICIENCY_SOURCE):
+        for column in (*columns, EFFICIENCY_SOURCE):
             out[column] = measured[column].to_numpy()
     profiled = out[out[EFFICIENCY_SOURCE].astype(str).str.startswith("kernels")]
     modelled = spec_efficiencies(profiled, out)
-    for column in EFFICIENCY_COLUMNS:
+    for column in columns:
         out[column] = out[column].where(out[column].notna(), modelled[column])
     out[EFFICIENCY_SOURCE] = out[EFFICIENCY_SOURCE].fillna(SPEC_MODEL)
     return out

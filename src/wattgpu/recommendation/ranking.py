@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.kernel_paths import NO_KERNEL
 from wattgpu.errors import ConfigError, QueryError
 from wattgpu.modeling.answering.domain import memory_fits
 from wattgpu.modeling.physical.features import (
@@ -242,6 +243,11 @@ def rank_gpus(
     return _ordered(table, prices is not None, ttft_slo_ms is not None)
 
 
+def runnable(phys: pd.DataFrame) -> np.ndarray:
+    """Whether some engine has a kernel for the LLM's weight format on each GPU."""
+    return (phys["kernel_path"] != NO_KERNEL).to_numpy()
+
+
 def _predicted(
     names: list[str],
     phys: pd.DataFrame,
@@ -258,6 +264,7 @@ def _predicted(
     scenario = str(workload["scenario"])
     closed = "concurrency" in workload  # a closed loop: one query per GPU, like offline
     weights_fit = memory_fits(phys["free_memory_gb"], phys["max_concurrent_seqs"], np.nan)
+    weights_fit &= runnable(phys)
     candidates = [g for g, fits in zip(names, weights_fit, strict=True) if fits]
     if scenario == "server" and not closed:
         rates = np.unique(np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
@@ -297,7 +304,7 @@ def _memory_and_energy(table: pd.DataFrame, phys: pd.DataFrame, tokens: float) -
     table["energy_j_per_token"] = table["power_w"] / table["tokens_per_s"]
     table["fits"] = memory_fits(
         phys["free_memory_gb"], phys["max_concurrent_seqs"], table["concurrent_seqs"]
-    )
+    ) & runnable(phys)
     return table
 
 

@@ -25,6 +25,7 @@ from wattgpu.data.catalog import (
     Catalog,
 )
 from wattgpu.data.engines import DEFAULT_ENGINE, releases
+from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
@@ -498,6 +499,30 @@ def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
         )
 
 
+def _check_kernel_path(out: Columns, catalog: Catalog) -> None:
+    """Refuse a weight format that no engine has a kernel for on the row's GPU.
+
+    The format is the row's ``dtype``, else the checkpoint's own (``llm_weight_format``); the
+    GPU's compute capability as given, else as the catalogue lists it
+    (:mod:`wattgpu.data.kernel_paths`).
+    """
+    listed = catalog.spec_arrays("gpu", out["gpu"], ("gpu_compute_capability",))
+    capability = _given_or_listed(out, listed, "gpu_compute_capability")
+    shipped = catalog.spec_arrays("llm", out["model"], ("llm_weight_format",))["llm_weight_format"]
+    dtype = np.where(blanks(out["dtype"]), shipped, out["dtype"]).astype(object)
+    codes, pairs = pair_codes(dtype, capability)
+    for code, (fmt, cap) in enumerate(pairs):
+        if pd.isna(fmt) or kernel_path(fmt, float(cap)) is not None:
+            continue
+        row = _first(codes == code)
+        raise QueryError(
+            f"dtype: {out['gpu'][row]} (compute capability {float(cap):g}) cannot run "
+            f"{fmt} weights: {unsupported_reason(fmt)}",
+            "dtype",
+            row,
+        )
+
+
 def _given_or_listed(out: Columns, listed: Columns, column: str) -> np.ndarray:
     """A spec as the query gives it, else as the catalogue lists it (NaN: neither)."""
     given = np.asarray(out[column], dtype=float)
@@ -520,6 +545,7 @@ def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
     _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED, coded["gpu"])
     _resolve("llm", out, catalog, LLM_SPEC_REQUIRED, coded["model"])
     _check_llm_shape(out, catalog)
+    _check_kernel_path(out, catalog)
     return out
 
 

@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import blanks, unique_codes
+from wattgpu.arrays import blanks, pair_codes, unique_codes
 from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
-from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS
+from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS, canonical_format
+from wattgpu.data.kernel_paths import FORMAT_PATHS, NO_KERNEL, kernel_path
 from wattgpu.data.kernels import PCIE_LANE_GB_S
 from wattgpu.modeling.physical import physics
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
@@ -345,6 +346,7 @@ def _physics(columns: Columns) -> Columns:
         active = _filled(_floats(out["llm_active_params_b"]), params_b) * 1e9
         out["tensor_tflops"] = tensor_tflops(out)
         out["link_bandwidth_gb_s"] = link_bandwidth(out)
+        out["kernel_path"], out["path_memory_factor"] = kernel_paths(out)
         flops = out["tensor_tflops"] * 1e12
         out["log_params"] = np.log10(params)
         out.update(_weight_layout(out, bpp))
@@ -400,6 +402,33 @@ def kv_bytes_per_token(out: Mapping[str, np.ndarray], tokens_per_seq: np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(np.isfinite(window), np.minimum(1.0, window / tokens_per_seq), 1.0)
     return per_layer * (full + sliding * share)
+
+
+def kernel_paths(out: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel path of each row's weight format on its GPU, and the factor it costs.
+
+    ``native``, ``weight-only`` or ``none`` (``wattgpu.data.kernel_paths``: no engine runs the
+    format on the GPU; queries refuse it, the recommendation leaves the GPU out); the factor is
+    the GPU's ``gpu_<format>_gemm_factor`` of the kernel format the path is costed with (1:
+    16-bit).
+    """
+    n = _length(out)
+    capability = _floats(_get(out, "gpu_compute_capability", n))
+    codes, pairs = pair_codes(np.asarray(out["dtype"], dtype=object), capability)
+    paths = np.empty(len(pairs), dtype=object)
+    columns = np.empty(len(pairs), dtype=object)
+    for i, (dtype, cap) in enumerate(pairs):
+        path = kernel_path(dtype, float(cap)) or NO_KERNEL
+        known = FORMAT_PATHS.get(canonical_format(dtype))
+        runs = known is not None and path != NO_KERNEL
+        kernel = known.kernel_format[path == "weight-only"] if runs else None
+        paths[i], columns[i] = path, None if kernel is None else f"gpu_{kernel}_gemm_factor"
+    factor = np.ones(n)
+    for column in set(columns) - {None}:
+        rows = columns[codes] == column
+        factor[rows] = _floats(_get(out, column, n))[rows]
+    factor = np.where(np.isfinite(factor) & (factor > 0), factor, 1.0)
+    return paths[codes], factor
 
 
 def link_bandwidth(out: Mapping[str, np.ndarray]) -> np.ndarray:

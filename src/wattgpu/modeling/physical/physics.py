@@ -423,6 +423,8 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
     bandwidth = bandwidth * 1e9 * memory_eff * gpus  # achieved bytes/s, all GPUs
     flops = flops * 1e12 * compute_eff * gpus  # achieved FLOP/s, all GPUs
     reduce_a, reduce_b = _all_reduce_terms(rows, gpus)
+    # the weights go through the GEMMs of the format's kernel path, at that path's share
+    weight_bandwidth = bandwidth * _values(rows, "path_memory_factor", 1.0, positive=True)
     kv = _values(rows, "kv_bytes_per_token", 0.0)
     tokens_in = _values(rows, "input_tokens", 512.0)
     tokens_out = np.maximum(_values(rows, "output_tokens", 256.0), 1.0)
@@ -444,8 +446,8 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
         closed=closed,
         reduce_a=reduce_a,
         reduce_b=reduce_b,
-        mem_dense=dense_bytes / bandwidth,
-        mem_expert=_values(rows, "expert_weight_bytes", 0.0) / bandwidth,
+        mem_dense=dense_bytes / weight_bandwidth,
+        mem_expert=_values(rows, "expert_weight_bytes", 0.0) / weight_bandwidth,
         experts=_values(rows, "llm_num_experts", 1.0, positive=True),
         per_token=_values(rows, "llm_experts_per_token", 1.0, positive=True),
         mem_b=(tokens_in + tokens_out / 2.0) * kv / bandwidth,
