@@ -276,3 +276,36 @@ def test_a_weight_only_path_is_costed_at_its_own_kernels_share(shipped_catalog):
     assert rows["path_memory_factor"].tolist() == pytest.approx(
         [share["int8_wo"] / share["bfloat16"], 1.0]
     )
+
+
+def test_the_memory_busy_power_of_profiled_gpus_scales_the_power_weight_by_hand():
+    power = {
+        "op": "gemm",
+        "dtype": "bfloat16",
+        "num_gpus": 1,
+        "engine": "vllm",
+        "size_lo": 1,
+        "size_hi": 16,
+        "metric": "power_share",
+        "kernels": 1,
+        "system": "x",
+    }
+    kernels = pd.concat(
+        [
+            _kernel_rows("Profiled Hopper", 0.8, 0.7),
+            _kernel_rows("Some Ada", 0.8, 0.7),
+            pd.DataFrame(
+                [
+                    {**power, "gpu": "Profiled Hopper", "value": 0.73},
+                    {**power, "gpu": "Some Ada", "value": 0.55},
+                ]
+            ),
+        ]
+    )
+    gpus = _catalog_with(kernels).gpus
+    # dynamic shares above 10 % idle: (0.73 - 0.1) / 0.9 = 0.7 and (0.55 - 0.1) / 0.9 = 0.5;
+    # each over their median, 0.6
+    assert gpus.loc["Profiled Hopper", "memory_power_factor"] == pytest.approx(0.7 / 0.6)
+    assert gpus.loc["Some Ada", "memory_power_factor"] == pytest.approx(0.5 / 0.6)
+    # a GPU of a profiled architecture and memory family inherits it
+    assert gpus.loc["Other Hopper", "memory_power_factor"] == pytest.approx(0.7 / 0.6)

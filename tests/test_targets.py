@@ -59,7 +59,7 @@ def test_offline_ttft_prior_is_the_own_prefill_plus_a_step(small_catalog):
     analytical = row["compute_latency_s"] * 1000 + row["prior_itl_s"]
     terms = DEFAULT_TTFT_TERMS
     assert row["prior_ttft_s"] == pytest.approx(terms.overhead_s + terms.prefill_scale * analytical)
-    assert (terms.overhead_s, terms.prefill_scale) == (0.01122, 9.5)
+    assert (terms.overhead_s, terms.prefill_scale) == (0.002239, 9.036)
 
 
 def test_power_is_capped_at_the_gpus_power_limit():

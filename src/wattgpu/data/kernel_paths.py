@@ -9,8 +9,11 @@ quantization, v0.14–v0.15: AWQ from Turing, GPTQ from Volta, Marlin GPTQ/AWQ/F
 Ampere, FP8 W8A8 from Ada, INT8 W8A8 from Turing) and NVIDIA's FP4 tensor cores from
 Blackwell (SM100). ``docs/model.md`` shows it with its sources.
 
-Each path costs its decode GEMMs at its own measured share of the bandwidth, relative to 16-bit
-GEMMs on the same GPU (``path_memory_factor``, from the kernel table).
+A weight-only path costs its decode GEMMs at its own measured share of the bandwidth, relative to
+16-bit GEMMs on the same GPU (the A100's ``int8_wo`` / ``int4_wo`` tables; ``gpu_*_gemm_factor``).
+A native path is costed as 16-bit GEMMs are: the tables' FP8 and FP4 decode-shaped GEMMs reach
+0.5-0.85 of the 16-bit share, but costing the served rows so made the prior worse (AIConfigurator's
+ITL rows, leave-one-source-out, 23.3 -> 25.9 %; ``docs/model.md``).
 """
 
 from __future__ import annotations

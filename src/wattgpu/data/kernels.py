@@ -14,7 +14,11 @@ real kernels reach on the 7 profiled systems. The prior needs, per GPU:
   counting the ``2 (N - 1) / N`` bytes a ring moves per byte reduced (messages of 8 MB and up);
 * ``<format>_gemm_factor`` (``PATH_FACTOR_COLUMNS``): a decode GEMM's bandwidth share in that
   kernel format over the 16-bit one's, which costs a kernel path
-  (:mod:`wattgpu.data.kernel_paths`).
+  (:mod:`wattgpu.data.kernel_paths`);
+* ``memory_power_factor``: how the GPU's draw while its memory is busy compares with the other
+  GPUs with per-kernel NVML power (H200, B200, GB200): it scales the power prior's weight of
+  memory-bound work (``memory_power_factors``); only GPUs of the same architecture inherit it,
+  every other GPU keeps the fitted weight alone (factor 1).
 
 A profiled GPU gets its measured values (``efficiency_source`` names the system). Every other GPU
 gets them from ``spec_efficiencies``: the median over the profiled GPUs of its architecture and
@@ -43,6 +47,10 @@ EFFICIENCY_COLUMNS = (
 # its decode GEMMs' share of the bandwidth over 16-bit GEMMs' on the same GPU.
 PATH_FORMATS = ("fp8", "int8_wo", "int4_wo", "nvfp4")
 PATH_FACTOR_COLUMNS = tuple(f"{f}_gemm_factor" for f in PATH_FORMATS)
+# How a GPU's draw while its memory is busy compares with the profiled GPUs': the NVML power of
+# its decode-shaped 16-bit GEMMs above idle, over the median of the GPUs measured so.
+MEMORY_POWER_COLUMN = "memory_power_factor"
+IDLE_SHARE = 0.1  # the prior's idle power, a share of the power limit (physics' idle_fraction)
 EFFICIENCY_SOURCE = "efficiency_source"
 SPEC_MODEL = "spec model"
 DECODE_M = 16
@@ -116,6 +124,7 @@ def measured_efficiencies(kernels: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataF
             "link_efficiency": link,
         }
     )
+    frame[MEMORY_POWER_COLUMN] = memory_power_factors(kernels).reindex(frame.index)
     decode = gemm_shares(kernels)
     for fmt, column in zip(PATH_FORMATS, PATH_FACTOR_COLUMNS, strict=True):
         ratio = decode.get(fmt, pd.Series(dtype=float)) / decode["bfloat16"]
@@ -123,6 +132,23 @@ def measured_efficiencies(kernels: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataF
     systems = kernels.groupby("gpu")["system"].first()
     frame[EFFICIENCY_SOURCE] = "kernels: " + systems.reindex(frame.index)
     return frame
+
+
+def memory_power_factors(kernels: pd.DataFrame) -> pd.Series:
+    """Per GPU with per-kernel power: its memory-busy dynamic power over the measured median.
+
+    The dynamic share of a decode-shaped 16-bit GEMM, ``(power / limit - idle) / (1 - idle)``,
+    the median over engines, divided by the median of that over the GPUs that have it.
+    """
+    power = kernels[
+        (kernels["op"] == "gemm")
+        & (kernels["dtype"] == "bfloat16")
+        & (kernels["metric"] == "power_share")
+        & (kernels["size_hi"] <= DECODE_M)
+    ]
+    share = power.groupby(["gpu", "engine"])["value"].median().groupby("gpu").median()
+    dynamic = (share - IDLE_SHARE) / (1.0 - IDLE_SHARE)
+    return dynamic / dynamic.median() if len(dynamic) else dynamic
 
 
 def gemm_shares(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -145,7 +171,9 @@ def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFram
     family = profiled["memory_type"].map(memory_family)
     kind = profiled.get("interconnect", pd.Series("", index=profiled.index))
     out = pd.DataFrame(
-        index=gpus.index, columns=[*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS], dtype=float
+        index=gpus.index,
+        columns=[*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN],
+        dtype=float,
     )
     for name, row in gpus.iterrows():
         same_family = family == memory_family(row.get("memory_type"))
@@ -156,13 +184,15 @@ def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFram
         ]
         for column in ("memory_efficiency", "compute_efficiency", *PATH_FACTOR_COLUMNS):
             out.loc[name, column] = _first_median(profiled[column], peers)
+        # power: only the GPUs of its architecture speak for it (1: the fitted constant alone)
+        out.loc[name, MEMORY_POWER_COLUMN] = _first_median(profiled[MEMORY_POWER_COLUMN], peers[:1])
         same_link = kind == row.get("interconnect")
         link_peers = [same_link, pd.Series(True, index=profiled.index)]
         for column in ("allreduce_latency_s", "link_efficiency"):
             out.loc[name, column] = _first_median(profiled[column], link_peers)
     for column, value in FALLBACK_EFFICIENCIES.items():
         out[column] = out[column].fillna(value)
-    return out.fillna({c: 1.0 for c in PATH_FACTOR_COLUMNS})
+    return out.fillna({c: 1.0 for c in (*PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN)})
 
 
 def _first_median(values: pd.Series, masks: list[pd.Series]) -> float:
@@ -181,7 +211,7 @@ def with_efficiencies(gpus: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.Da
     already in ``gpus`` (a model's catalogue snapshot) are kept as they are.
     """
     out = gpus.copy()
-    columns = (*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS)
+    columns = (*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN)
     if kernels is None:
         if all(c in out.columns for c in columns):
             return out

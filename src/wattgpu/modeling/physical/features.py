@@ -409,8 +409,8 @@ def kernel_paths(out: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
 
     ``native``, ``weight-only`` or ``none`` (``wattgpu.data.kernel_paths``: no engine runs the
     format on the GPU; queries refuse it, the recommendation leaves the GPU out); the factor is
-    the GPU's ``gpu_<format>_gemm_factor`` of the kernel format the path is costed with (1:
-    16-bit).
+    the GPU's ``gpu_<format>_gemm_factor`` of the weight-only kernel format the path is costed
+    with (1: a native path, costed as 16-bit GEMMs; see ``wattgpu.data.kernel_paths``).
     """
     n = _length(out)
     capability = _floats(_get(out, "gpu_compute_capability", n))
@@ -421,7 +421,7 @@ def kernel_paths(out: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
         path = kernel_path(dtype, float(cap)) or NO_KERNEL
         known = FORMAT_PATHS.get(canonical_format(dtype))
         runs = known is not None and path != NO_KERNEL
-        kernel = known.kernel_format[path == "weight-only"] if runs else None
+        kernel = known.kernel_format[1] if runs and path == "weight-only" else None
         paths[i], columns[i] = path, None if kernel is None else f"gpu_{kernel}_gemm_factor"
     factor = np.ones(n)
     for column in set(columns) - {None}:

@@ -68,7 +68,8 @@ class PhysicalConstants:
         seq_overhead_s: extra step time per sequence in the batch (CPU-side bookkeeping), s.
         idle_fraction: board power with no request in the system, as a share of TDP.
         memory_power_weight: dynamic power share (of TDP - idle) of a step that keeps memory busy
-            throughout.
+            throughout, on a GPU whose per-kernel power matches the profiled median (scaled by
+            its ``gpu_memory_power_factor``, ``wattgpu.data.kernels``).
         compute_power_weight: the same for the tensor cores; above 1 because the board reaches
             its power limit long before the tensor cores reach their peak.
         server_power_factor: a server's dynamic power relative to an offline batch with the same
@@ -91,14 +92,14 @@ class PhysicalConstants:
 # CPU-bound v2_vllm_batch_2024 family; see bench/simulator_fidelity.py). Refit with
 #   python bench/simulator_fidelity.py --refit
 DEFAULT_CONSTANTS = PhysicalConstants(
-    memory_efficiency=1.039,
+    memory_efficiency=1.061,
     compute_efficiency=1.3,  # at its bound: decode never looked compute-bound in the real rows
-    step_overhead_s=0.002544,
-    seq_overhead_s=7.585e-05,
+    step_overhead_s=0.002702,
+    seq_overhead_s=7.611e-05,
     idle_fraction=0.1,  # held, not fitted (see calibrate)
-    memory_power_weight=0.7035,
-    compute_power_weight=4.501,
-    server_power_factor=0.6305,
+    memory_power_weight=0.6608,
+    compute_power_weight=4.416,
+    server_power_factor=0.6629,
 )
 
 # The host-side time per layer of one decode step of engines other than vLLM (whose overheads the
@@ -110,9 +111,9 @@ DEFAULT_ENGINE_FLOORS: dict[str, float] = {
     "deepspeed-mii": 4.111e-04,
     "hf": 1.049e-03,
     "llama.cpp": 3.628e-04,
-    "sglang": 1.715e-04,
+    "sglang": 1.561e-04,
     "tgi": 4.242e-04,
-    "trtllm": 1.216e-04,
+    "trtllm": 1.040e-04,
 }
 
 # The most one year of a stated engine release may change a decode step: a user who states the
@@ -186,7 +187,7 @@ DEFAULT_ENGINE_EFFECTS = EngineEffects(
 
 # Fitted to the reference rows with a TTFT (``modeling.physical.prior.fit_ttft_terms``); refit
 # with  python bench/simulator_fidelity.py --refit
-DEFAULT_TTFT_TERMS = TtftTerms(overhead_s=0.01122, prefill_scale=9.5)
+DEFAULT_TTFT_TERMS = TtftTerms(overhead_s=0.002239, prefill_scale=9.036)
 
 # What a fit may choose from: serving shares of the kernels' efficiencies within (0, 1.3] (a
 # kernel table's median shape is not every shape), overheads below 50 ms and 2 ms.
@@ -371,6 +372,7 @@ class _Workload:
     server: np.ndarray
     users: np.ndarray  # a closed loop's concurrent users (NaN for an open-loop rate)
     closed: np.ndarray  # a server row given as concurrent users
+    memory_power_factor: np.ndarray  # the GPU's memory-busy draw over the profiled median
     reduce_a: np.ndarray  # s: a step's all-reduces' fixed cost (0 on one GPU)
     reduce_b: np.ndarray  # s per sequence: the bytes its all-reduces move
     mem_dense: np.ndarray  # s: weights every step reads (all of a dense LLM's)
@@ -444,6 +446,7 @@ def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _
         server=server,
         users=users,
         closed=closed,
+        memory_power_factor=_values(rows, "gpu_memory_power_factor", 1.0, positive=True),
         reduce_a=reduce_a,
         reduce_b=reduce_b,
         mem_dense=dense_bytes / weight_bandwidth,
@@ -486,7 +489,8 @@ def _step(w: _Workload, c: PhysicalConstants, m: np.ndarray) -> tuple[np.ndarray
     t_mem, t_comp = w.mem_a(m) + w.mem_b * m, w.comp_b * m
     t_reduce = w.reduce_a + w.reduce_b * m
     t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp) + t_reduce
-    use = c.memory_power_weight * t_mem / t + c.compute_power_weight * t_comp / t
+    memory_weight = c.memory_power_weight * w.memory_power_factor
+    use = memory_weight * t_mem / t + c.compute_power_weight * t_comp / t
     return t, np.minimum(use, 1.0)
 
 
