@@ -309,3 +309,34 @@ def test_the_memory_busy_power_of_profiled_gpus_scales_the_power_weight_by_hand(
     assert gpus.loc["Some Ada", "memory_power_factor"] == pytest.approx(0.5 / 0.6)
     # a GPU of a profiled architecture and memory family inherits it
     assert gpus.loc["Other Hopper", "memory_power_factor"] == pytest.approx(0.7 / 0.6)
+
+
+def test_a_gpu_described_by_its_specs_gets_the_efficiencies_of_its_profiled_peers(
+    shipped_catalog,
+):
+    query = pd.DataFrame(
+        [
+            {
+                "gpu": "Workstation Blackwell",
+                "gpu_memory_bandwidth_gb_s": 1000,
+                "gpu_fp16_tensor_tflops": 200,
+                "gpu_tdp_w": 300,
+                "gpu_memory_gb": 48,
+                "gpu_memory_type": "GDDR7",
+                "gpu_architecture": "Blackwell",
+                "gpu_interconnect": "PCIe",
+                "gpu_pcie_generation": 5,
+                "gpu_pcie_lanes": 16,
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "scenario": "offline",
+                "num_gpus": 2,
+            }
+        ]
+    )
+    row = build_features(check_queries(query, shipped_catalog), shipped_catalog).iloc[0]
+    # the one profiled Blackwell GPU with GDDR memory is the RTX PRO 6000 Server
+    peer = shipped_catalog.gpus.loc["NVIDIA RTX PRO 6000 Blackwell Server Edition"]
+    assert row["gpu_memory_efficiency"] == peer["memory_efficiency"]
+    assert row["gpu_compute_efficiency"] == peer["compute_efficiency"]
+    # PCIe 5.0 x16, one way: 16 x 3.938 GB/s
+    assert row["link_bandwidth_gb_s"] == pytest.approx(16 * 3.938)

@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import unique_codes
-from wattgpu.data.kernels import KERNELS_FILE, read_kernels, with_efficiencies
+from wattgpu.data.kernels import (
+    EFFICIENCY_SOURCE,
+    KERNELS_FILE,
+    MODELLED_COLUMNS,
+    read_kernels,
+    spec_efficiencies,
+    with_efficiencies,
+)
 from wattgpu.data.names import NameIndex, NameMatch, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
 
@@ -276,6 +283,18 @@ class Catalog:
         one gets NaN in every column. ``columns``: only these (default: all).
         """
         return (self.gpu_specs if kind == "gpu" else self.llm_specs).take(names, columns)
+
+    def modelled_efficiencies(self, specs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``gpu_*`` efficiency columns of GPUs described by ``specs`` (``SPEC_MODEL_INPUTS``).
+
+        The spec model of :mod:`wattgpu.data.kernels` over this catalogue's profiled GPUs.
+        """
+        frame = pd.DataFrame({k: np.asarray(v, dtype=object) for k, v in specs.items()})
+        keys = pd.Series(["|".join(map(str, row)) for row in frame.itertuples(index=False)])
+        unique = frame[~keys.duplicated().to_numpy()].set_axis(keys[~keys.duplicated()])
+        profiled = self.gpus[self.gpus[EFFICIENCY_SOURCE].astype(str).str.startswith("kernels")]
+        rows = spec_efficiencies(profiled, unique).reindex(keys.to_numpy())
+        return {f"gpu_{c}": rows[c].to_numpy(dtype=float) for c in MODELLED_COLUMNS}
 
     def match(self, kind: str, name: str) -> NameMatch:
         """Resolve a GPU (``kind="gpu"``) or LLM name: the one resolver behind every lookup.

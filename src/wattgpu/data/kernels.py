@@ -52,6 +52,9 @@ PATH_FACTOR_COLUMNS = tuple(f"{f}_gemm_factor" for f in PATH_FORMATS)
 MEMORY_POWER_COLUMN = "memory_power_factor"
 IDLE_SHARE = 0.1  # the prior's idle power, a share of the power limit (physics' idle_fraction)
 EFFICIENCY_SOURCE = "efficiency_source"
+# What the spec model gives (``spec_efficiencies``), and what it reads of a GPU.
+MODELLED_COLUMNS = (*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN)
+SPEC_MODEL_INPUTS = ("architecture", "memory_type", "interconnect")
 SPEC_MODEL = "spec model"
 DECODE_M = 16
 PREFILL_M = 1025

@@ -19,6 +19,7 @@ import pandas as pd
 
 from wattgpu.arrays import blanks, pair_codes, unique_codes
 from wattgpu.data.catalog import (
+    GPU_LINK_COLUMNS,
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
     LLM_NUMERIC_COLUMNS,
@@ -98,6 +99,11 @@ GPU_RANGES = {
     "gpu_fp4_tensor_tflops": Range(1, 1_000_000, unit="TFLOPS"),
     "gpu_int8_tensor_tops": Range(1, 1_000_000, unit="TOPS"),
     "gpu_int4_tensor_tops": Range(1, 1_000_000, unit="TOPS"),
+    "gpu_fp32acc_tensor_tflops": Range(1, 100_000, unit="TFLOPS"),
+    # how it reaches its peers: NVLink (both directions, per GPU) or PCIe generation and lanes
+    "gpu_nvlink_bandwidth_gb_s": Range(1, 100_000, unit="GB/s"),
+    "gpu_pcie_generation": Range(1, 10, whole=True),
+    "gpu_pcie_lanes": Range(1, 32, whole=True),
 }
 LLM_RANGES = {
     "llm_params_b": Range(0, 100_000, unit="billion", low_open=True),
@@ -133,14 +139,25 @@ LLM_SPEC_REQUIRED = (
     "llm_num_kv_heads",
 )
 GPU_SPEC_FIELDS = tuple(
-    f"gpu_{c}" for c in (*GPU_NUMERIC_COLUMNS, "compute_capability", *GPU_THROUGHPUT_COLUMNS)
+    f"gpu_{c}"
+    for c in (
+        *GPU_NUMERIC_COLUMNS,
+        "compute_capability",
+        *GPU_THROUGHPUT_COLUMNS,
+        *GPU_LINK_COLUMNS,
+    )
 )
 LLM_SPEC_FIELDS = (
     *(f"llm_{c}" for c in LLM_NUMERIC_COLUMNS),
     "llm_num_experts",
     "llm_experts_per_token",
 )
-GPU_TEXT_SPEC_FIELDS = ("gpu_architecture", "gpu_memory_type", "gpu_form_factor")
+GPU_TEXT_SPEC_FIELDS = (
+    "gpu_architecture",
+    "gpu_memory_type",
+    "gpu_form_factor",
+    "gpu_interconnect",
+)
 LLM_TEXT_SPEC_FIELDS = ("llm_family", "llm_arch")
 ALL_FIELDS = (
     *REQUIRED_FIELDS,

@@ -22,7 +22,7 @@ from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS, canonical_format
 from wattgpu.data.kernel_paths import FORMAT_PATHS, NO_KERNEL, kernel_path
-from wattgpu.data.kernels import PCIE_LANE_GB_S
+from wattgpu.data.kernels import PCIE_LANE_GB_S, SPEC_MODEL_INPUTS
 from wattgpu.modeling.physical import physics
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 
@@ -213,6 +213,14 @@ def _specs_attached(columns: Columns, catalog: Catalog) -> Columns:
         for column, looked_up in catalog.spec_arrays(kind, columns[key]).items():
             given = out.get(column)
             out[column] = looked_up if given is None else _filled(given, looked_up)
+    unlisted = blanks(out["gpu_memory_efficiency"]) if "gpu_memory_efficiency" in out else None
+    if unlisted is not None and unlisted.any():
+        # a GPU described by its specs: the efficiencies of the profiled GPUs like it
+        modelled = catalog.modelled_efficiencies(
+            {c: out.get(f"gpu_{c}", np.full(len(unlisted), None)) for c in SPEC_MODEL_INPUTS}
+        )
+        for column, values in modelled.items():
+            out[column] = np.where(unlisted, values, out[column])
     return out
 
 
@@ -442,7 +450,8 @@ def link_bandwidth(out: Mapping[str, np.ndarray]) -> np.ndarray:
     generation = _floats(_get(out, "gpu_pcie_generation", n))
     lane = np.array([PCIE_LANE_GB_S.get(int(g), np.nan) if g == g else np.nan for g in generation])
     pcie = _floats(_get(out, "gpu_pcie_lanes", n)) * lane
-    uses_nvlink = np.asarray(_get(out, "gpu_interconnect", n), dtype=object) == "NVLink"
+    kind = np.asarray(_get(out, "gpu_interconnect", n), dtype=object).astype(str)
+    uses_nvlink = np.char.lower(kind) == "nvlink"
     return np.where(uses_nvlink & np.isfinite(nvlink), nvlink, pcie)
 
 
