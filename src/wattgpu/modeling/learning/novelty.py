@@ -37,8 +37,11 @@ DIMENSIONS = (
     "output_tokens",
     "num_gpus",
 )
-# The distance an engine the model never saw adds (one decade's worth).
+# The distance an engine the model never saw adds (one decade's worth), and a release of a seen
+# engine from a year the model never saw (half of it): a release's host time and kernels are
+# its own (on leave-one-source-out, a held-out source's engine releases are mostly unseen).
 UNSEEN_ENGINE = 1.0
+UNSEEN_RELEASE = 0.5
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Familiarity:
     Attributes:
         ranges: per dimension of ``DIMENSIONS``, [low, high] in log10 (NaN: not known).
         engines: the serving engines of the training rows.
+        releases: their engine release families (``engine@year``; empty: not recorded).
         scale: the distance (in decades) at which the correction keeps 1/e of itself; infinite
             keeps it whole (no shrinking).
         trust: the share of the correction kept at no distance.
@@ -58,6 +62,7 @@ class Familiarity:
     engines: tuple[str, ...]
     scale: float
     trust: float = 1.0
+    releases: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -72,7 +77,8 @@ class Familiarity:
                 (float(values.min()), float(values.max())) if len(values) else (np.nan, np.nan)
             )
         engines = tuple(sorted({str(e) for e in pd.Series(rows["engine"]).dropna()}))
-        return cls(ranges, engines, float(scale), float(trust))
+        releases = tuple(sorted(set(_releases(rows))))
+        return cls(ranges, engines, float(scale), float(trust), releases)
 
     def distance(self, rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
         """Each row's distance from the training rows: decades outside, plus unseen engines."""
@@ -83,7 +89,11 @@ class Familiarity:
             total += np.where(np.isfinite(outside), outside, 0.0)
         engines = np.asarray(rows["engine"], dtype=object) if "engine" in rows else None
         if engines is not None and self.engines:
-            total += UNSEEN_ENGINE * ~np.isin(engines.astype(str), self.engines)
+            unseen = ~np.isin(engines.astype(str), self.engines)
+            total += UNSEEN_ENGINE * unseen
+            if self.releases and "engine_year" in rows:
+                new = ~np.isin(_releases(rows), self.releases)
+                total += UNSEEN_RELEASE * (new & ~unseen)
         return total
 
     def weight(self, rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
@@ -99,6 +109,7 @@ class Familiarity:
             "engines": list(self.engines),
             "scale": self.scale if np.isfinite(self.scale) else None,
             "trust": self.trust,
+            "releases": list(self.releases),
         }
 
     @classmethod
@@ -110,7 +121,18 @@ class Familiarity:
             tuple(data["engines"]),
             float("inf") if scale is None else float(scale),
             float(data.get("trust", 1.0)),
+            tuple(data.get("releases", ())),
         )
+
+
+def _releases(rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
+    """Each row's engine release family, ``engine@year`` (``engine@?`` without a year)."""
+    engines = np.asarray(rows["engine"], dtype=object).astype(str)
+    if "engine_year" not in rows:
+        return np.char.add(engines, "@?")
+    years = np.asarray(pd.to_numeric(np.asarray(rows["engine_year"]), errors="coerce"))
+    text = np.array(["?" if y != y else str(int(y)) for y in years], dtype=object).astype(str)
+    return np.char.add(np.char.add(engines, "@"), text)
 
 
 def _count(rows: pd.DataFrame | Mapping[str, Any]) -> int:
