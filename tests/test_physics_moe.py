@@ -12,7 +12,7 @@ import pytest
 from wattgpu.cli import cli
 from wattgpu.data.formats import BYTES_PER_PARAM
 from wattgpu.modeling.physical.features import build_features
-from wattgpu.modeling.physical.physics import expected_experts, weight_layout
+from wattgpu.modeling.physical.operations import expected_experts, weight_layout
 
 
 def test_bytes_per_format_count_their_scales():

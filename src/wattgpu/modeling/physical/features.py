@@ -23,7 +23,7 @@ from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS, canonical_format
 from wattgpu.data.kernel_paths import FORMAT_PATHS, NO_KERNEL, kernel_path
 from wattgpu.data.kernels import PCIE_LANE_GB_S, SPEC_MODEL_INPUTS
-from wattgpu.modeling.physical import physics
+from wattgpu.modeling.physical import operations, physics
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 
 # What a query may leave out, and what it then means.
@@ -331,7 +331,7 @@ def bytes_per_param(dtype: Column) -> Column:
 def physics_features(rows: Rows) -> Rows:
     """Add the derived physics columns (see DESIGN.md) to rows that carry specs and workload.
 
-    ``weight_bytes``: all weights in the row's format (``physics.weight_layout``: what stays
+    ``weight_bytes``: all weights in the row's format (``operations.weight_layout``: what stays
     16-bit counted as 16-bit), which memory fit uses; ``dense_weight_bytes`` /
     ``expert_weight_bytes``: what every decode step reads and one routed expert;
     ``bandwidth_latency_s``: time to read the weights a decode step of the row's concurrency
@@ -478,14 +478,14 @@ def tensor_tflops(out: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _weight_layout(out: Columns, bpp: np.ndarray) -> Columns:
-    """``physics.weight_layout`` of each row's LLM in its format."""
+    """``operations.weight_layout`` of each row's LLM in its format."""
     n = _length(out)
     tie = _get(out, "llm_tie_word_embeddings", n)
     tied = _map_unique(tie, lambda t: str(t).lower() == "true", bool)
     vocab, hidden = _floats(out["llm_vocab_size"]), _floats(out["llm_hidden_size"])
     embedding = vocab * hidden * np.where(tied, 1.0, 2.0) / 1e9
     experts_only = _map_unique(out["dtype"], lambda d: str(d).lower() in EXPERTS_ONLY_FORMATS, bool)
-    return physics.weight_layout(
+    return operations.weight_layout(
         _floats(out["llm_params_b"]),
         _floats(out["llm_active_params_b"]),
         _floats(_get(out, "llm_num_experts", n)),
@@ -499,7 +499,7 @@ def _weight_layout(out: Columns, bpp: np.ndarray) -> Columns:
 def _bandwidth_latency(out: Columns) -> np.ndarray:
     """Time to read the weights a decode step of the row's ``concurrency`` touches, s."""
     n = _length(out)
-    hit = physics.expected_experts(
+    hit = operations.expected_experts(
         _get(out, "llm_num_experts", n), _get(out, "llm_experts_per_token", n), out["concurrency"]
     )
     expert = _floats(out.get("expert_weight_bytes", np.zeros(n)))

@@ -4,18 +4,22 @@ Pure functions of DataFrames (no I/O). ``wattgpu.modeling.physical.simulate`` ge
 measurement set with it and fits its constants; ``wattgpu.modeling.physical.features`` adds its
 predictions to every row as a physics prior that the trees correct. A roofline of the decode step
 plus queueing, with a few constants fitted to real measurements (``bench/simulator_fidelity.py``).
-Per GPU, with ``M`` sequences decoded together:
+A step is laid out as the field's tools lay it out: ``operations`` describes its work (weight
+GEMMs, attention over the KV cache, all-reduces, a prefill chunk), ``costs`` prices each on the
+rows' GPUs from their kernels' efficiencies, ``step`` adds them up; this module holds the serving
+regimes around the step (batches, Little's law, closed loops) and power. Per GPU, with ``M``
+sequences decoded together:
 
 * decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M)) + t_ar(M)``,
   with
   ``t_mem = (weight bytes read(M) + M * context * kv_bytes_per_token) / (bandwidth * mem_eff)``,
   ``t_comp = 2 * active_params * M / (tensor_peak * comp_eff)`` (each efficiency the GPU's
   measured kernel efficiency, ``wattgpu.data.kernels``, times a fitted serving share),
-  ``t_ar`` the all-reduces of tensor parallelism over the GPUs' link (``_all_reduce_terms``) and
+  ``t_ar`` the all-reduces of tensor parallelism over the GPUs' link (``operations.AllReduces``) and
   ``context = input_tokens + output_tokens / 2`` (the mean over a request's decode); the weights
   read are all of a dense LLM's, and of a mixture-of-experts LLM its non-routed weights (attention,
   shared experts, embeddings) plus the distinct routed experts the step's ``M`` tokens hit,
-  ``expected_experts(E, k, M)`` of them (``weight_layout``);
+  ``expected_experts(E, k, M)`` of them (``operations.weight_layout``);
 * prefill of one request ``t_pre = 2 * active_params * input_tokens / (fp16_peak * comp_eff)``.
   The prefills of the requests that replace finished ones stall the running ones, so offline the
   per-request ITL is ``t(M) + M * t_pre / output_tokens`` (also what "batch latency / output
@@ -46,10 +50,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike
 
 from wattgpu.arrays import unique_codes
-from wattgpu.data.kernels import FALLBACK_EFFICIENCIES
+from wattgpu.modeling.physical.costs import StepCosts, gpu_spec, silicon, step_costs
+from wattgpu.modeling.physical.operations import describe_step, length, values
+from wattgpu.modeling.physical.step import step_time
 
 # vLLM's default max_num_seqs: the batch an engine picks when the user sets none.
 ENGINE_MAX_BATCH = 256.0
@@ -203,101 +208,10 @@ CONSTANT_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
-def expected_experts(num_experts: ArrayLike, per_token: ArrayLike, tokens: ArrayLike) -> np.ndarray:
-    """Expected distinct experts hit by ``tokens`` tokens that each pick ``per_token`` of them.
-
-    Uniform routing: an expert escapes one token with probability ``1 - k / E``, all ``B`` with
-    ``(1 - k / E) ** B``, so ``E * (1 - (1 - k / E) ** B)`` are hit (``k`` at ``B = 1``, nearly
-    ``E`` at large ``B``).
-    """
-    e = np.asarray(num_experts, dtype=float)
-    k = np.asarray(per_token, dtype=float)
-    b = np.maximum(np.asarray(tokens, dtype=float), 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return e * -np.expm1(b * np.log1p(-k / e))
-
-
-def weight_layout(
-    params_b: ArrayLike,
-    active_params_b: ArrayLike,
-    num_experts: ArrayLike,
-    experts_per_token: ArrayLike,
-    embedding_params_b: ArrayLike,
-    bytes_per_param: ArrayLike,
-    experts_only: ArrayLike,
-) -> dict[str, np.ndarray]:
-    """Bytes of an LLM's weights: all of them, those outside the routed experts, one expert.
-
-    A routed expert (all its layers) holds ``(total - active) / (E - k)`` parameters: ``k`` of
-    the ``E`` are active per token, the rest of the active parameters are read by every token.
-    Below 16 bits the embeddings and the output head (``embedding_params_b``) stay 16-bit, and
-    where ``experts_only`` (an LLM with experts) so does everything outside the routed experts;
-    16 bits and above,
-    every weight takes ``bytes_per_param``. Blank expert counts mean a dense LLM.
-
-    Returns:
-        ``weight_bytes`` (all weights: memory fit), ``dense_weight_bytes`` (read by every decode
-        step) and ``expert_weight_bytes`` (one routed expert, all layers), in bytes.
-
-    """
-    params = np.asarray(params_b, dtype=float) * 1e9
-    active = np.asarray(active_params_b, dtype=float) * 1e9
-    active = np.where(np.isfinite(active), np.minimum(active, params), params)
-    e = np.nan_to_num(np.asarray(num_experts, dtype=float))
-    k = np.nan_to_num(np.asarray(experts_per_token, dtype=float))
-    bpp = np.asarray(bytes_per_param, dtype=float)
-    moe = (e > k) & (k >= 1) & (active < params)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        expert = np.where(moe, (params - active) / np.where(moe, e - k, 1.0), 0.0)
-    routed = np.where(moe, e, 0.0) * expert
-    outside = params - routed
-    embedding = np.minimum(np.nan_to_num(np.asarray(embedding_params_b, float)) * 1e9, outside)
-    sixteen = np.where(np.asarray(experts_only, dtype=bool) & moe, outside, embedding)
-    sixteen = np.where(bpp < 2.0, sixteen, 0.0)
-    # a step reads the weights outside the routed experts (all of a dense LLM's); an LLM that
-    # gives active < total without its experts: its active ones, as before experts were known
-    read = np.where(moe, outside, active)
-    read_sixteen = np.minimum(sixteen, read)
-    return {
-        "weight_bytes": 2.0 * sixteen + bpp * (params - sixteen),
-        "dense_weight_bytes": 2.0 * read_sixteen + bpp * (read - read_sixteen),
-        "expert_weight_bytes": bpp * expert,
-    }
-
-
-# Stand-ins for a spec a row leaves blank, so that any row gets a finite prediction (the
-# efficiencies: ``wattgpu.data.kernels.FALLBACK_EFFICIENCIES``).
-FALLBACK_SPECS = {
-    "gpu_memory_bandwidth_gb_s": 1000.0,
-    "gpu_fp16_tensor_tflops": 150.0,
-    "gpu_tdp_w": 300.0,
-    "llm_params_b": 7.0,
-    **{f"gpu_{name}": value for name, value in FALLBACK_EFFICIENCIES.items()},
-    "link_bandwidth_gb_s": 32.0,  # PCIe 4.0 x16, one way
-}
 # Passes of the server's concurrency fixed point when an LLM's weights read grow with it.
 MOE_FIXED_POINT_PASSES = 6
 # A server spending more of its time than this in prefills counts as overloaded.
 MAX_PREFILL_SHARE = 0.95
-
-
-def _values(
-    rows: Mapping[str, Any], column: str, default: float, positive: bool = False
-) -> np.ndarray:
-    """Return a float column; missing, non-finite, negative (zero if ``positive``) -> default."""
-    if column not in rows:
-        return np.full(_length(rows), default, dtype=float)
-    values = np.asarray(rows[column])
-    if values.dtype != np.float64:
-        values = np.asarray(pd.to_numeric(values, errors="coerce"), dtype=float)
-    ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
-    return np.where(ok, values, default)
-
-
-def _length(rows: Mapping[str, Any]) -> int:
-    if isinstance(rows, pd.DataFrame):
-        return len(rows)
-    return len(next(iter(rows.values()))) if rows else 0
 
 
 def serving_model(
@@ -315,8 +229,8 @@ def serving_model_columns(
     Args:
         rows: rows as made by ``build_features`` (``gpu_*``/``llm_*`` specs, ``scenario``,
             ``batch_size``, ``request_rate_rps``, tokens, ``num_gpus`` and physics columns).
-            Blank specs fall back to ``FALLBACK_SPECS``; a scenario other than ``server`` is
-            treated as offline.
+            Blank specs fall back to ``operations.FALLBACK_SPECS``; a scenario other than
+            ``server`` is treated as offline.
         constants: the model's constants.
 
     Returns:
@@ -354,13 +268,7 @@ def serving_model_columns(
 
 @dataclass(frozen=True)
 class _Workload:
-    """Per-row inputs of the model and the coefficients of its step time.
-
-    A step of ``M`` sequences takes
-    ``max(mem_a(M) + mem_b * M, comp_b * M) + reduce_a + reduce_b * M + step_overhead +
-    seq_overhead * M``, with
-    ``mem_a(M) = mem_dense + mem_expert * expected_experts(experts, per_token, M)``.
-    """
+    """Per-row workload of the model, and the costs of its step (``costs.StepCosts``)."""
 
     n: int
     tdp: np.ndarray
@@ -373,20 +281,12 @@ class _Workload:
     users: np.ndarray  # a closed loop's concurrent users (NaN for an open-loop rate)
     closed: np.ndarray  # a server row given as concurrent users
     memory_power_factor: np.ndarray  # the GPU's memory-busy draw over the profiled median
-    reduce_a: np.ndarray  # s: a step's all-reduces' fixed cost (0 on one GPU)
-    reduce_b: np.ndarray  # s per sequence: the bytes its all-reduces move
-    mem_dense: np.ndarray  # s: weights every step reads (all of a dense LLM's)
-    mem_expert: np.ndarray  # s: one routed expert's weights (0 for a dense LLM)
-    experts: np.ndarray  # routed experts
-    per_token: np.ndarray  # routed experts per token
-    mem_b: np.ndarray  # s per sequence: its KV cache read once per step
-    comp_b: np.ndarray  # s per sequence: its tensor-core work
-    prefill: np.ndarray  # s: one request's prefill
+    costs: StepCosts
 
-    def mem_a(self, m: ArrayLike) -> np.ndarray:
-        """Time to read the weights a step of ``m`` sequences touches, s."""
-        hit = expected_experts(self.experts, self.per_token, m)
-        return self.mem_dense + self.mem_expert * np.where(self.mem_expert > 0, hit, 0.0)
+    @property
+    def prefill(self) -> np.ndarray:
+        """s: one request's prefill."""
+        return self.costs.prefill
 
 
 @dataclass(frozen=True)
@@ -400,98 +300,35 @@ class _Regime:
 
 
 def _workload(rows: pd.DataFrame | Mapping[str, Any], c: PhysicalConstants) -> _Workload:
-    """Read the specs and the workload of ``rows``; derive the step-time coefficients."""
-    n = _length(rows)
-    gpus = np.maximum(_values(rows, "num_gpus", 1.0), 1.0)
-    params = _values(rows, "llm_params_b", FALLBACK_SPECS["llm_params_b"], positive=True) * 1e9
-    active = _values(rows, "llm_active_params_b", np.nan, positive=True) * 1e9
-    active = np.where(np.isfinite(active), active, params)
-    dense_bytes = _values(rows, "dense_weight_bytes", np.nan, positive=True)
-    dense_bytes = np.where(
-        np.isfinite(dense_bytes),
-        dense_bytes,
-        active * _values(rows, "bytes_per_param", 2.0, positive=True),
-    )
-    bandwidth = _values(
-        rows, "gpu_memory_bandwidth_gb_s", FALLBACK_SPECS["gpu_memory_bandwidth_gb_s"], True
-    )
-    fp16 = _values(rows, "gpu_fp16_tensor_tflops", FALLBACK_SPECS["gpu_fp16_tensor_tflops"], True)
-    # the tensor peak of the row's weight format, where the features gave it (``tensor_tflops``)
-    flops = _values(rows, "tensor_tflops", np.nan, positive=True)
-    flops = np.where(np.isfinite(flops), flops, fp16)
-    tdp = _values(rows, "gpu_tdp_w", FALLBACK_SPECS["gpu_tdp_w"], positive=True)
-    memory_eff = _spec(rows, "gpu_memory_efficiency") * c.memory_efficiency
-    compute_eff = _spec(rows, "gpu_compute_efficiency") * c.compute_efficiency
-    bandwidth = bandwidth * 1e9 * memory_eff * gpus  # achieved bytes/s, all GPUs
-    flops = flops * 1e12 * compute_eff * gpus  # achieved FLOP/s, all GPUs
-    reduce_a, reduce_b = _all_reduce_terms(rows, gpus)
-    # the weights go through the GEMMs of the format's kernel path, at that path's share
-    weight_bandwidth = bandwidth * _values(rows, "path_memory_factor", 1.0, positive=True)
-    kv = _values(rows, "kv_bytes_per_token", 0.0)
-    tokens_in = _values(rows, "input_tokens", 512.0)
-    tokens_out = np.maximum(_values(rows, "output_tokens", 256.0), 1.0)
-    comp_b = 2.0 * active / flops
-    cap = np.maximum(_values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
+    """Read the workload of ``rows``; cost its step's operations on its GPUs."""
+    n = length(rows)
+    gpus = silicon(rows, c.memory_efficiency, c.compute_efficiency)
+    cap = np.maximum(values(rows, "max_concurrent_seqs", ENGINE_MAX_BATCH), 1.0)
     server = np.asarray(rows["scenario"] == "server") if "scenario" in rows else np.zeros(n, bool)
-    users = _values(rows, "users", np.nan, positive=True)
+    users = values(rows, "users", np.nan, positive=True)
     closed = server & np.isfinite(users)
     return _Workload(
         n=n,
-        tdp=tdp,
-        tokens_out=tokens_out,
+        tdp=gpu_spec(rows, "gpu_tdp_w"),
+        tokens_out=np.maximum(values(rows, "output_tokens", 256.0), 1.0),
         cap=cap,
-        batch=np.where(closed, users, _values(rows, "batch_size", np.nan, positive=True)),
+        batch=np.where(closed, users, values(rows, "batch_size", np.nan, positive=True)),
         engine_batch=np.minimum(ENGINE_MAX_BATCH, cap),
-        rate=_values(rows, "request_rate_rps", 0.0),
+        rate=values(rows, "request_rate_rps", 0.0),
         server=server,
         users=users,
         closed=closed,
-        memory_power_factor=_values(rows, "gpu_memory_power_factor", 1.0, positive=True),
-        reduce_a=reduce_a,
-        reduce_b=reduce_b,
-        mem_dense=dense_bytes / weight_bandwidth,
-        mem_expert=_values(rows, "expert_weight_bytes", 0.0) / weight_bandwidth,
-        experts=_values(rows, "llm_num_experts", 1.0, positive=True),
-        per_token=_values(rows, "llm_experts_per_token", 1.0, positive=True),
-        mem_b=(tokens_in + tokens_out / 2.0) * kv / bandwidth,
-        comp_b=comp_b,
-        prefill=comp_b * tokens_in,
+        memory_power_factor=values(rows, "gpu_memory_power_factor", 1.0, positive=True),
+        costs=step_costs(describe_step(rows), gpus),
     )
-
-
-def _spec(rows: pd.DataFrame | Mapping[str, Any], column: str) -> np.ndarray:
-    """A positive GPU column of ``rows``, ``FALLBACK_SPECS`` where blank."""
-    return _values(rows, column, FALLBACK_SPECS[column], positive=True)
-
-
-def _all_reduce_terms(
-    rows: pd.DataFrame | Mapping[str, Any], gpus: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """A decode step's all-reduces under tensor parallelism over ``gpus`` GPUs: fixed s, s/seq.
-
-    Two per layer (after attention and after the MLP), each of ``hidden x 2`` bytes per
-    sequence; a ring moves ``2 (N - 1) / N`` bytes per byte reduced over the link's one-way
-    bandwidth at its measured efficiency, after its fixed latency (``wattgpu.data.kernels``).
-    """
-    layers = _values(rows, "llm_num_layers", 32.0, positive=True)
-    hidden = _values(rows, "llm_hidden_size", 4096.0, positive=True)
-    link = _spec(rows, "link_bandwidth_gb_s") * 1e9 * _spec(rows, "gpu_link_efficiency")
-    parallel = gpus > 1.0
-    ring = 2.0 * (gpus - 1.0) / gpus
-    count = np.where(parallel, 2.0 * layers, 0.0)
-    fixed = count * _spec(rows, "gpu_allreduce_latency_s")
-    per_seq = count * hidden * 2.0 * ring / link
-    return fixed, per_seq
 
 
 def _step(w: _Workload, c: PhysicalConstants, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Step time of ``m`` sequences and its activity (see the module docstring)."""
-    t_mem, t_comp = w.mem_a(m) + w.mem_b * m, w.comp_b * m
-    t_reduce = w.reduce_a + w.reduce_b * m
-    t = c.step_overhead_s + c.seq_overhead_s * m + np.maximum(t_mem, t_comp) + t_reduce
     memory_weight = c.memory_power_weight * w.memory_power_factor
-    use = memory_weight * t_mem / t + c.compute_power_weight * t_comp / t
-    return t, np.minimum(use, 1.0)
+    return step_time(
+        w.costs, m, c.step_overhead_s, c.seq_overhead_s, memory_weight, c.compute_power_weight
+    )
 
 
 def _at_cap(w: _Workload, c: PhysicalConstants) -> _Regime:
@@ -531,10 +368,11 @@ def _below_cap(w: _Workload, c: PhysicalConstants) -> tuple[_Regime, np.ndarray]
     n_free = np.zeros(w.n)
     # The weights a step reads grow with the sequences in it when the LLM has experts: iterate
     # from the active ones (N = 0) to the fixed point (a dense LLM's first pass is its answer).
-    for _ in range(MOE_FIXED_POINT_PASSES if (w.mem_expert > 0).any() else 1):
-        mem_a = w.mem_a(1.0 + np.nan_to_num(n_free, nan=0.0, posinf=1e9))
-        fixed, per_seq = c.step_overhead_s + w.reduce_a, c.seq_overhead_s + w.reduce_b
-        lines = ((fixed + mem_a, per_seq + w.mem_b), (fixed, per_seq + w.comp_b))
+    for _ in range(MOE_FIXED_POINT_PASSES if (w.costs.mem_expert > 0).any() else 1):
+        costs = w.costs
+        mem_a = costs.mem_a(1.0 + np.nan_to_num(n_free, nan=0.0, posinf=1e9))
+        fixed, per_seq = c.step_overhead_s + costs.reduce_a, c.seq_overhead_s + costs.reduce_b
+        lines = ((fixed + mem_a, per_seq + costs.mem_b), (fixed, per_seq + costs.comp_b))
         stable = prefill_share < MAX_PREFILL_SHARE
         n_free = np.zeros(w.n)
         for a, b in lines:
