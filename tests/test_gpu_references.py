@@ -214,3 +214,21 @@ def test_gpu_features_csv_agrees_with_the_catalogue(catalog: Catalog):
                     spec[source],
                 )
     _check(found, TPU_DIFFERENCES)
+
+
+@pytest.mark.skipif(not AICONFIGURATOR.is_dir(), reason="needs ../shared/reference")
+@pytest.mark.parametrize(
+    "system",
+    ["a100_sxm", "l40s", "rtx_pro_6000_server", "h100_sxm", "h200_sxm", "b200_sxm", "gb200"],
+)
+def test_each_profiled_gpus_link_is_the_one_aiconfigurator_gives(system):
+    from wattgpu.config import SHIPPED_DATA_DIR
+    from wattgpu.data.importers.aiconfigurator_kernels import KERNEL_SYSTEMS
+    from wattgpu.data.kernels import link_bandwidth_gb_s
+
+    spec = yaml.safe_load((AICONFIGURATOR / f"{system}.yaml").read_text(encoding="utf-8"))
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
+    ours = link_bandwidth_gb_s(catalog.gpus).loc[KERNEL_SYSTEMS[system]]
+    # AIConfigurator's intra_node_bw: bytes/s per GPU, one direction (PCIe rounded to 32 or 64
+    # GB/s, where the lanes give 31.5 and 63.0)
+    assert ours == pytest.approx(spec["node"]["intra_node_bw"] / 1e9, rel=0.03)
