@@ -7,7 +7,7 @@ import pytest
 from wattgpu.modeling.learning.novelty import Familiarity
 
 
-def test_an_unseen_release_of_a_seen_engine_is_half_as_far_as_an_unseen_engine():
+def test_an_unseen_release_of_a_seen_engine_is_as_far_as_an_unseen_engine():
     train = pd.DataFrame({"engine": ["vllm", "vllm"], "engine_year": [2024, 2025]})
     familiar = Familiarity.of(train, scale=1.0)
     assert familiar.releases == ("vllm@2024", "vllm@2025")
@@ -15,9 +15,9 @@ def test_an_unseen_release_of_a_seen_engine_is_half_as_far_as_an_unseen_engine()
         {"engine": ["vllm", "vllm", "sglang"], "engine_year": [2025, 2026, 2026]}
     )
     # no numeric dimension is given: only the engine and its release count
-    assert familiar.distance(queries).tolist() == [0.0, 0.5, 1.0]
+    assert familiar.distance(queries).tolist() == [0.0, 1.0, 1.0]
     # the correction kept: trust 1 x exp(-distance / scale 1)
-    assert familiar.weight(queries) == pytest.approx(np.exp([0.0, -0.5, -1.0]))
+    assert familiar.weight(queries) == pytest.approx(np.exp([0.0, -1.0, -1.0]))
 
 
 def test_the_releases_travel_with_the_model_card():
