@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data.catalog import Catalog
+from wattgpu.modeling.physical.physics import PhysicalConstants
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
@@ -64,6 +65,19 @@ def wattgpu_home(tmp_path_factory) -> Iterator[Path]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+# No overheads and the kernels' efficiencies as they are: the step is the plain roofline.
+PLAIN = PhysicalConstants(
+    memory_efficiency=1.0,
+    compute_efficiency=1.0,
+    step_overhead_s=0.0,
+    seq_overhead_s=0.0,
+    idle_fraction=0.1,
+    memory_power_weight=1.0,
+    compute_power_weight=1.0,
+    server_power_factor=1.0,
+)
 
 
 def gpu_row(name: str, **overrides: object) -> dict:

@@ -8,22 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import PLAIN
 
 from wattgpu.modeling.physical.features import build_features, median_itl
-from wattgpu.modeling.physical.physics import PhysicalConstants, serving_model_columns
+from wattgpu.modeling.physical.physics import serving_model_columns
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, rows_with_target
 
-# No overheads and peak efficiencies: the step is the plain roofline.
-PLAIN = PhysicalConstants(
-    memory_efficiency=1.0,
-    compute_efficiency=1.0,
-    step_overhead_s=0.0,
-    seq_overhead_s=0.0,
-    idle_fraction=0.1,
-    memory_power_weight=1.0,
-    compute_power_weight=1.0,
-    server_power_factor=1.0,
-)
 # A dense 8B LLM in 16-bit (16 GB read per step) on a 1,000 GB/s, 100 TFLOP/s GPU; no KV cache.
 ROW = {
     "llm_params_b": 8.0,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REFERENCE, gpu_row, llm_row
+from conftest import PLAIN, REFERENCE, gpu_row, llm_row
 
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
@@ -22,7 +22,7 @@ from wattgpu.data.kernels import (
 from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.queries import check_queries
 from wattgpu.modeling.physical.features import build_features
-from wattgpu.modeling.physical.physics import PhysicalConstants, serving_model
+from wattgpu.modeling.physical.physics import serving_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "aiconfigurator_kernels"
 RAW_KERNELS = (
@@ -157,19 +157,6 @@ def test_without_a_kernel_table_a_snapshot_keeps_the_efficiencies_it_carries():
         catalog.gpus.reset_index(drop=True), catalog.llms.reset_index(drop=True)
     )
     assert again.gpus["memory_efficiency"].tolist() == catalog.gpus["memory_efficiency"].tolist()
-
-
-# Round numbers: constants that leave the kernels' efficiencies as they are, no host overheads.
-PLAIN = PhysicalConstants(
-    memory_efficiency=1.0,
-    compute_efficiency=1.0,
-    step_overhead_s=0.0,
-    seq_overhead_s=0.0,
-    idle_fraction=0.1,
-    memory_power_weight=0.5,
-    compute_power_weight=1.0,
-    server_power_factor=0.5,
-)
 
 
 def test_two_way_tensor_parallelism_over_pcie_4_costs_more_per_step_than_over_nvlink():
