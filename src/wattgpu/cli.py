@@ -33,7 +33,7 @@ from wattgpu.cli_options import (
     yes_no_option,
 )
 from wattgpu.config import MLFLOW_JOB_RUNNERS, RECIPES, load_settings
-from wattgpu.errors import QueryError, WattgpuError
+from wattgpu.errors import QueryError, WattgpuError, listing
 from wattgpu.modeling.physical.targets import TARGETS
 
 
@@ -479,8 +479,7 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 @click.option(
     "--engine-version",
     default=None,
-    help="Version of the engine you run, e.g. 0.19.0 (default: today's release; see "
-    "data/engines.csv).",
+    help="Version of the engine you run, e.g. 0.19.0 (default: today's release).",
 )
 @click.option(
     "--engine-year",
@@ -562,9 +561,7 @@ def _check_format(dtype: str | None) -> None:
     from wattgpu.data.formats import KNOWN_FORMATS, is_known_format
 
     if dtype is not None and not is_known_format(dtype):
-        raise QueryError(
-            f"--dtype must be one of {', '.join(KNOWN_FORMATS)}; got {dtype!r}", "dtype"
-        )
+        raise QueryError(f"--dtype must be one of {listing(KNOWN_FORMATS)}; got {dtype!r}", "dtype")
 
 
 def _query_from_options(options: dict[str, Any]) -> Any:

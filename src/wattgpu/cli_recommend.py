@@ -330,6 +330,7 @@ def recommend_command(
         itl_url=itl_url,
         settings=state.settings,
         strict=strict,
+        names=_option_names(),
     )
     slo = table.attrs["request"]["itl_slo_ms"]
     verdict = rec.verdict(table, slo, strict)
@@ -344,6 +345,13 @@ def recommend_command(
     _print_answer(table, verdict, fmt, plot, run_id)
     if not (table["rank"] == 1).any():
         click.get_current_context().exit(EXIT_NO_GPU)
+
+
+def _option_names() -> dict[str, str]:
+    """What a message calls each of the library's inputs: the option as typed here."""
+    params = click.get_current_context().command.params
+    options = {p.name: p.opts[0] for p in params if isinstance(p, click.Option) and p.name}
+    return {**options, "model": options["llm"], "prices": options["price_file"]}
 
 
 def _print_answer(
