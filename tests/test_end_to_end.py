@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,9 +207,26 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     job = ("main", "--trials", "1", "--storage", storage, "--data", str(small_data))
     first = _wattgpu(*job, cwd=tmp_path, uri=uri)
     assert first.returncode == 0, first.stderr[-3000:]
-    for target in ("power", "itl"):
-        assert f"wattgpu-{target} v1 -> production (LOGO MdAPE" in first.stdout
-        assert "first version, no production to compare with" in first.stdout
+    # one line per step and target on a fresh store, and nothing of MLflow's own: no log line,
+    # no progress bar (none in a log), no "already exists" for a model the job created
+    assert first.stderr == ""
+    lines = first.stdout.splitlines()
+    expected = [
+        r"validated: 3 tables, \d+ rows, (\d+) expectations: \1 passed, 0 failed; all passed"
+    ]
+    figures = {"power": "offline, server", "itl": "offline, server", "ttft": "server"}
+    for target, scenarios in figures.items():
+        figure = ", ".join(rf"\d+\.\d % {scenario}" for scenario in scenarios.split(", "))
+        expected += [
+            rf"{target}: best LOGO MdAPE \d+\.\d\d % on \d+ rows; run [0-9a-f]{{32}}",
+            rf"{target}: evaluated, LOGO MdAPE {figure} \(wattgpu evaluate --target {target}\)",
+            rf"{target}: registered wattgpu-{target} v1 \(alias challenger\)",
+            rf"{target}: wattgpu-{target} v1 -> production \(LOGO MdAPE \d+\.\d\d %; "
+            r"first version, no production to compare with\)",
+        ]
+    matched = [[p for p in expected if re.fullmatch(p, line)] for line in lines]
+    assert sorted(sum(matched, [])) == sorted(expected), first.stdout
+    assert len(lines) <= 15
     decision = MlflowClient(uri).get_model_version("wattgpu-power", "1").tags
     assert decision["wattgpu.promotion.production"].startswith("accepted production at ")
     assert "no production version to compare with" in decision["wattgpu.promotion.production"]
@@ -250,9 +268,11 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     assert all(0.0 <= c["interval_coverage"] <= 1.0 and c["n_rows"] > 0 for c in cells)
 
     # a later version arrives as a challenger: production stays where it was
-    second = _wattgpu(*job, "--study", "again", cwd=tmp_path, uri=uri)
+    second = _wattgpu(*job, "--study", "again", "--verbose", cwd=tmp_path, uri=uri)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "-> production" not in second.stdout
+    assert "power: production unchanged (v2 stays a challenger)" in second.stdout
+    assert "| power | catboost | offline |" in second.stdout  # --verbose: the tables too
     client = MlflowClient(uri)
     for target in ("power", "itl"):
         assert (

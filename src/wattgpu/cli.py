@@ -213,6 +213,11 @@ def tune(
 @yes_no_option(
     "--register", default=True, help="Register the tuned models (alias challenger); false: don't."
 )
+@yes_no_option(
+    "--verbose",
+    default=False,
+    help="Also print each evaluation table, MLflow's log lines and progress bars.",
+)
 @pass_state
 def main_job(
     state: CliState,
@@ -224,14 +229,18 @@ def main_job(
     seed: int,
     data: tuple[Path, ...],
     register: bool,
+    verbose: bool,
 ) -> None:
     """The main job: validate, tune power, ITL and TTFT, log everything, register the models.
 
     A target with no production version yet gets its new version promoted to production. TTFT
-    is skipped, with a notice, when the data holds no measured ``ttft_s``.
+    is skipped, with a notice, when the data holds no measured ``ttft_s``. It prints one line
+    per step and target, and a progress bar per target's study on a terminal.
     """
     from wattgpu.lifecycle import pipeline
 
+    if not verbose:
+        quiet_mlflow()  # after MLflow's import (by pipeline), which sets its loggers' levels
     pipeline.main_job(
         state.settings,
         recipe=recipe,
@@ -244,6 +253,7 @@ def main_job(
         register=register,
         launcher_run_id=state.launcher_run_id,
         notify=click.echo,
+        verbose=verbose,
     )
 
 

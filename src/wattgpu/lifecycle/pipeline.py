@@ -300,11 +300,13 @@ def run_job(
     launcher_run_id: str | None,
     show_progress: bool,
     groundwork: Callable[[], Groundwork] | None = None,
+    verbose: bool = True,
 ) -> TuneResult:
     """Run a prepared job in its parent run: log, check the data, search, evaluate, package.
 
     ``groundwork``, when given, waits for the job's ``lay_groundwork`` (started while the data
-    was validated); it is asked for only once the data passed.
+    was validated); it is asked for only once the data passed. ``show_progress``: the study's
+    progress bar (on a terminal); ``verbose`` adds the evaluation's, and the bars stay when done.
     """
     target = job.target
     with tracking.parent_run(target, f"tune-{target}", job_tags(job, launcher_run_id)) as run_id:
@@ -323,6 +325,7 @@ def run_job(
             progress=show_progress,
             best=best,
             ready=ready.folds,
+            leave=verbose,
         )
         params = tuning.best_params(study)
         served = fit_served(job.recipe, rows, params, seed)  # on a worker, beside the assessment
@@ -332,7 +335,7 @@ def run_job(
             rows,
             params,
             seed=seed,
-            progress=show_progress,
+            progress=show_progress and verbose,
             known=None if known is None else {"LOGO": known},
         )
         bounds = fit_bounds(job.recipe, rows, oof, seed)  # on a worker, beside the checks
@@ -346,10 +349,23 @@ def run_job(
 
 def summary(target: str, result: TuneResult) -> str:
     """A finished job in words: its best LOGO MdAPE and run, then its evaluation table."""
+    return f"\n{tuned_line(target, result)}\n{to_markdown(result.table)}"
+
+
+def tuned_line(target: str, result: TuneResult) -> str:
+    """``power: best LOGO MdAPE 20.00 % on 1666 rows; run ID``: the study's outcome."""
     return (
-        f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
-        f"run {result.run_id}\n{to_markdown(result.table)}"
+        f"{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
+        f"run {result.run_id}"
     )
+
+
+def evaluated_line(target: str, result: TuneResult) -> str:
+    """The tuned model's LOGO MdAPE per scenario, and where the whole table is."""
+    table = result.table
+    logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
+    figures = ", ".join(f"{row.mdape:.1f} % {row.scenario}" for row in logo.itertuples())
+    return f"{target}: evaluated, LOGO MdAPE {figures} (wattgpu evaluate --target {target})"
 
 
 def main_job(
@@ -366,6 +382,7 @@ def main_job(
     launcher_run_id: str | None = None,
     show_progress: bool = True,
     notify: Callable[[str], None] | None = None,
+    verbose: bool = False,
 ) -> dict[str, TuneResult]:
     """The main job: validate the data once, then tune, evaluate, register every target.
 
@@ -375,7 +392,9 @@ def main_job(
     A target's new version is registered (alias ``challenger``) and, when the target has no
     production version yet, promoted to production. TTFT (``OPTIONAL_TARGETS``) is skipped when
     the data holds no measured value of it; a target whose study is already complete is
-    skipped too. ``notify`` hears each step in one line, and each target's evaluation table.
+    skipped too. ``notify`` hears each step in one line (``verbose``: and each target's
+    evaluation table); a progress bar per target's study shows on a terminal while it runs
+    (``verbose``: the evaluation's too, and they stay).
 
     Returns:
         The result of each target that was tuned.
@@ -387,7 +406,7 @@ def main_job(
         Exception: a target's error, once all have ended (``side_by_side_targets``).
 
     """
-    say = notify or (lambda _line: None)
+    say = _between_bars(notify or (lambda _line: None))
     recipe = recipe or settings.recipe
     recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
     promotion_lock.configure(settings.promotion_lease_s)
@@ -404,13 +423,9 @@ def main_job(
             launcher_run_id=launcher_run_id,
             show_progress=show_progress,
             groundwork=groundwork[job.target].result,
+            verbose=verbose,
         )
-        say(summary(job.target, result))
-        if register:
-            version, promotion = registry.register_candidate(job.target, result.run_id)
-            say(f"registered {registry.model_name(job.target)} v{version} (alias challenger)")
-            if promotion is not None:
-                say(promotion.line())
+        _finish(job.target, result, register=register, verbose=verbose, say=say)
         return result
 
     with tempfile.TemporaryDirectory() as docs:
@@ -431,7 +446,33 @@ def main_job(
         with ThreadPoolExecutor(len(jobs), thread_name_prefix="wattgpu-groundwork") as early:
             groundwork = {t: early.submit(lay_groundwork, job, seed) for t, job in jobs.items()}
             validation = validated()
+            say(f"validated: {validation.verdict.failures.splitlines()[-1]}")
             return side_by_side_targets(jobs, run_target)
+
+
+def _finish(
+    target: str, result: TuneResult, *, register: bool, verbose: bool, say: Callable[[str], None]
+) -> None:
+    """Say how a target's job went, then register its model (and promote a first version)."""
+    say(tuned_line(target, result))
+    say(evaluated_line(target, result))
+    if verbose:
+        say(to_markdown(result.table))
+    if register:
+        version, promotion = registry.register_candidate(target, result.run_id)
+        say(f"{target}: registered {registry.model_name(target)} v{version} (alias challenger)")
+        kept = f"{target}: production unchanged (v{version} stays a challenger)"
+        say(f"{target}: {promotion.line()}" if promotion is not None else kept)
+
+
+def _between_bars(notify: Callable[[str], None]) -> Callable[[str], None]:
+    """``notify``, clearing the progress bars for the line and drawing them again after it."""
+
+    def say(line: str) -> None:
+        with tqdm.external_write_mode():
+            notify(line)
+
+    return say
 
 
 @contextmanager
@@ -605,13 +646,21 @@ def search(
     progress: bool,
     best: Any = None,
     ready: PreparedSplit | None = None,
+    leave: bool = True,
 ) -> Any:
     """Run the Optuna study, each trial a nested run; log and return the study.
 
     ``best`` (a ``tuning.BestPredictions``), when given, keeps the best trial's predictions;
     ``ready``, when given, are the study's folds already prepared (``lay_groundwork``).
+    ``progress``: a bar on a terminal (none in a log), which stays when done if ``leave``.
     """
-    bar = tqdm(total=trials, desc=f"tune {job.target}", unit="trial", disable=not progress)
+    bar = tqdm(
+        total=trials,
+        desc=f"tune {job.target}",
+        unit="trial",
+        disable=None if progress else True,
+        leave=leave,
+    )
     study = tuning.run_study(
         job.study,
         job.recipe,
@@ -654,7 +703,10 @@ def evaluate_tuned(
     predictions of ``params`` already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
-        total=len(SPLITS), desc=f"evaluate {recipe.target}", unit="split", disable=not progress
+        total=len(SPLITS),
+        desc=f"evaluate {recipe.target}",
+        unit="split",
+        disable=None if progress else True,
     )
     table, oof = evaluate(
         recipe,
