@@ -164,6 +164,44 @@ def test_study_resumes_from_its_storage(tmp_path, small_data):
     assert second.best_value <= first.best_value
 
 
+def test_a_finished_study_beside_a_new_tracking_store_still_gives_a_model(tmp_path, small_data):
+    import optuna
+
+    from wattgpu.errors import StudyComplete
+    from wattgpu.lifecycle import registry, tracking
+
+    def settings(store: str) -> Settings:
+        return Settings(
+            SHIPPED_DATA_DIR,
+            tracking_uri=f"sqlite:///{tmp_path / store}",
+            optuna_storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+            home=tmp_path,
+            recipe=TEST_RECIPE,
+        )
+
+    job = {"data_paths": [small_data], "trials": 1, "show_progress": False}
+    pipeline.tune(settings("old.db"), "power", **job)
+    # a team's new tracking store; the study, in the default Optuna storage, is complete
+    said = []
+    new = settings("new.db")
+    result = pipeline.tune(new, "power", **job, notify=said.append)
+    assert len(said) == 1 and said[0].startswith("study 'wattgpu-power-fast-")
+    assert said[0].endswith(
+        f"is complete (1 finished trial(s)) but {tmp_path / 'new.db'} holds no finished run of "
+        "it: fitting its best trial's parameters, evaluating and logging them as a run"
+    )
+    runs = experiment_runs(new.tracking_uri, "wattgpu-power")
+    assert list(runs["run_id"]) == [result.run_id]  # one parent run, and no trial re-run
+    assert list(runs["status"]) == ["FINISHED"]
+    (study,) = optuna.get_all_study_summaries(new.optuna_storage)
+    best = optuna.load_study(study_name=study.study_name, storage=new.optuna_storage).best_params
+    assert result.best_params == best
+    tracking.configure(new.tracking_uri)
+    assert registry.register("power") == 1  # `wattgpu register` finds the run
+    with pytest.raises(StudyComplete, match="nothing to tune and no run logged"):
+        pipeline.tune(new, "power", **job)
+
+
 @pytest.mark.parametrize("job", ["tune", "main"])
 def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_data, job):
     bad = pd.read_csv(small_data)

@@ -259,7 +259,8 @@ def tune(
     Raises:
         ConfigError: an unknown recipe, the tracking store or the Optuna storage cannot be
             reached, or ``trials`` is below 1; nothing was run or logged.
-        StudyComplete: the study already holds ``trials`` complete trials; nothing is logged.
+        StudyComplete: the study already holds ``trials`` complete trials and the tracking
+            store a finished run of it; nothing is logged.
         ValidationFailed: the data broke an expectation; the run is logged as FAILED with the
             report, and no model is logged.
 
@@ -528,9 +529,14 @@ def prepare(
     nothing is written anywhere. A study's default name carries the recipe unless it is the
     full one (a fast study's trials come from another search space).
 
+    A study that already holds ``trials`` finished trials is complete: with a finished run of
+    it in the tracking store, there is nothing to do; without one (a new tracking store beside
+    an old study), the job runs no trial and fits, evaluates and logs the best one's parameters.
+
     Raises:
         ConfigError: a bad target, recipe or trial count, an unreachable store or storage.
-        StudyComplete: the study already holds ``trials`` complete trials.
+        StudyComplete: the study already holds ``trials`` complete trials, and the tracking
+            store a finished run of it.
 
     """
     chosen = recipe_of(target, recipe)
@@ -546,10 +552,16 @@ def prepare(
     study = tuning.open_study(storage, study_name, chosen, seed)
     _sweep(target, study, study_name, notify)
     done = tuning.finished_trials(study)
-    if done >= trials:
+    if done >= trials and tracking.study_run(target, study_name) is not None:
         raise StudyComplete(
             f"study {study_name!r} already holds {done} finished trial(s), --trials is {trials}: "
             f"nothing to tune and no run logged (raise --trials to tune further)"
+        )
+    if done >= trials:  # a new tracking store beside a finished study: its model, logged here
+        notify(
+            f"study {study_name!r} is complete ({done} finished trial(s)) but "
+            f"{tracking.store_name()} holds no finished run of it: fitting its best trial's "
+            "parameters, evaluating and logging them as a run"
         )
     return Job(target, chosen, data, storage, study_name, study, workers.identity())
 
