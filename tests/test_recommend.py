@@ -209,6 +209,53 @@ def test_ttft_slo_asks_the_ttft_model_and_leaves_out_slow_first_tokens(small_cat
     assert rows["NVIDIA H100 SXM5"]["rank"] == 1 and rows["NVIDIA H100 SXM5"]["ttft_ms"] == 30
     # without a TTFT SLO the TTFT columns are not in the answer
     assert "ttft_ms" not in ask(small_catalog, rate=0.5).columns
+    # the verdict names the TTFT limit: 250 W / (0.5 req/s x 256 tokens) = 1.95 J/token,
+    # 250 W x 24 h = 6 kWh/day
+    assert rec.verdict(table, None, False, 50) == (
+        "Best: NVIDIA H100 SXM5 — 250 W, 1.95 J/token, 6 kWh/day, ITL 10 ms, TTFT 30 ms (≤ 50 ms)"
+    )
+    both = rec.recommend(
+        LLM_8B,
+        rate=0.5,
+        itl_slo_ms=50,
+        ttft_slo_ms=20,
+        catalog=small_catalog,
+        predictor=predictor,
+    )
+    # the L4 misses the ITL limit (60 ms); the H100 meets it but not the TTFT one (30 ms)
+    assert rec.verdict(both, 50, False, 20) == (
+        "no GPU meets ITL ≤ 50 ms and TTFT ≤ 20 ms; closest: NVIDIA H100 SXM5 (TTFT 30.0 ms)"
+    )
+
+
+def test_the_header_and_the_verdict_name_every_limit_ranked_under(small_catalog):
+    from wattgpu.cli_recommend import _headline
+
+    def predictor(queries, target):
+        if target != "ttft":
+            return hand_predictor(queries, target)
+        return hand_predictor(queries, "itl").assign(prediction=30.0)
+
+    table = rec.recommend(
+        LLM_8B,
+        concurrency=8,
+        itl_slo_ms=80,
+        ttft_slo_ms=500,
+        strict=True,
+        catalog=small_catalog,
+        predictor=predictor,
+    )
+    assert _headline(table) == (
+        f"{LLM_8B}, server with 8 concurrent users, 512 input / 256 output tokens, "
+        "ITL ≤ 80 ms and TTFT ≤ 500 ms (strict: at the upper end of the ITL interval)"
+    )
+    # strict: the L4's ITL interval reaches 60 x 1.5 = 90 ms > 80 ms, so it is left out and
+    # the H100 (10 ms, upper end 15 ms) is best
+    best = rec.verdict(table, 80, True, 500)
+    assert best.startswith("Best: NVIDIA H100 SXM5 — ")
+    assert best.endswith(
+        "ITL 10 ms (≤ 80 ms, and 15 ms at the upper end of its interval), TTFT 30 ms (≤ 500 ms)"
+    )
 
 
 def test_prices_add_cost_columns(small_catalog):

@@ -172,15 +172,23 @@ def _label(fig: Any, ax: Any, rows: pd.DataFrame) -> None:
 
 
 def _headline(table: pd.DataFrame) -> str:
+    """The question ranked: the LLM, the load, the tokens and every limit it ranked under."""
+    from wattgpu.recommendation import limits_text
+
     request = table.attrs.get("request", {})
     line = f"{request.get('model')}, {request.get('scenario')}"
     per_day = request.get("requests_per_day")
     if per_day:
         line += f" at {per_day / 86400:.3g} req/s on average ({per_day:,.0f} requests/day)"
+    if request.get("concurrency") is not None:
+        line += f" with {request['concurrency']:g} concurrent users"
     tokens = (request.get("input_tokens"), request.get("output_tokens"))
     line += f", {tokens[0]:.0f} input / {tokens[1]:.0f} output tokens"
-    if request.get("itl_slo_ms") is not None:
-        line += f", ITL ≤ {request['itl_slo_ms']:g} ms"
+    limits = limits_text(request.get("itl_slo_ms"), request.get("ttft_slo_ms"))
+    if limits:
+        line += f", {limits}"
+    if request.get("strict") and request.get("itl_slo_ms") is not None:
+        line += " (strict: at the upper end of the ITL interval)"
     return line
 
 
@@ -333,7 +341,7 @@ def recommend_command(
         names=_option_names(),
     )
     slo = table.attrs["request"]["itl_slo_ms"]
-    verdict = rec.verdict(table, slo, strict)
+    verdict = rec.verdict(table, slo, strict, table.attrs["request"]["ttft_slo_ms"])
     figure = chart(table, slo) if (plot or log_run) else None
     if plot:
         figure.savefig(plot, format="png", dpi=120)

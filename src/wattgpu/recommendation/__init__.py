@@ -54,6 +54,7 @@ from wattgpu.recommendation.ranking import (
     PRICE_COLUMNS,
     TTFT_COLUMNS,
     Predictor,
+    limits_text,
     pareto_front,
     rank_gpus,
     verdict,
@@ -69,6 +70,7 @@ __all__ = [
     "check_prices",
     "check_profile",
     "daily_load",
+    "limits_text",
     "model_predictor",
     "pareto_front",
     "rank_gpus",
@@ -165,7 +167,8 @@ def recommend(
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
-        holds the resolved inputs. ``verdict(table, itl_slo_ms)`` says it in one line.
+        holds the resolved inputs. ``verdict(table, itl_slo_ms, strict, ttft_slo_ms)`` says it
+        in one line.
 
     Raises:
         QueryError: a bad input (names the field and the bad value).
