@@ -563,7 +563,7 @@ def predict(
         answers.to_csv(output, index=False)
         click.echo(f"wrote {len(answers)} predictions to {output}")
         return
-    _echo_frame(answers, fmt, render_answers)
+    _echo_frame(answers, fmt, lambda frame: render_answers(frame, queries=queries))
 
 
 def _check_format(dtype: str | None) -> None:
