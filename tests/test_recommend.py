@@ -405,6 +405,39 @@ def test_cli_json_carries_every_column_and_plot_is_a_png(run, tmp_path):
     assert shown <= set(frame.columns) and frame["cost_rank"].notna().sum() == 2
 
 
+def test_the_chart_names_each_point_beside_it_and_no_two_names_overlap(catalog):
+    from matplotlib.text import Text
+
+    from wattgpu.cli_recommend import _LABEL_RINGS, chart
+
+    table = rec.recommend(
+        LLM_8B, requests_per_day=30000, itl_slo_ms=80, catalog=catalog,
+        predictor=spec_predictor(catalog),
+    )  # fmt: skip
+    figure = chart(table, 80)
+    ax = figure.axes[0]
+    renderer = figure.canvas.get_renderer()
+    names = [t for t in ax.texts if t.get_text()]
+    shown = table[table["fits"] & table["power_w"].notna()]
+    labelled = shown[shown["rank"].notna() | shown["pareto"]]
+    assert sorted(t.get_text() for t in names) == sorted(
+        g.removeprefix("NVIDIA ") for g in labelled["gpu"]
+    )
+    for text in names:
+        text.update_positions(renderer)
+    boxes = [Text.get_window_extent(t, renderer) for t in names]  # the names, not their lines
+    for i, one in enumerate(boxes):
+        for other in boxes[i + 1 :]:
+            assert not one.overlaps(other), (one, other)
+    # each name within the farthest ring of its own point (in pixels), not somewhere else
+    reach = max(_LABEL_RINGS) * figure.dpi / 72 + 1
+    for text, box in zip(names, boxes, strict=True):
+        x, y = ax.transData.transform(text.xy)
+        dx = max(box.x0 - x, 0, x - box.x1)
+        dy = max(box.y0 - y, 0, y - box.y1)
+        assert max(dx, dy) <= reach, (text.get_text(), dx, dy)
+
+
 def write_prices(tmp_path, rows=(("L4", 0.8), ("H100", 4.0))):
     path = tmp_path / "prices.csv"
     pd.DataFrame(rows, columns=["gpu", "usd_per_hour"]).to_csv(path, index=False)
