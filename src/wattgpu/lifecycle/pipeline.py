@@ -84,6 +84,8 @@ from wattgpu.modeling.physical.targets import (
 # The main job's targets, on threads of their own, log their models one at a time: MLflow's
 # models-from-code sets the model being logged in a process-wide variable.
 _PACKAGING = threading.Lock()
+# How long the main job's own thread waits at a time, so that it hears a Ctrl-C at once.
+HEARING_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -454,7 +456,11 @@ def main_job(
 def _finish(
     target: str, result: TuneResult, *, register: bool, verbose: bool, say: Callable[[str], None]
 ) -> None:
-    """Say how a target's job went, then register its model (and promote a first version)."""
+    """Say how a target's job went, then register its model (and promote a first version).
+
+    A job stopped by Ctrl-C meanwhile registers nothing.
+    """
+    side_by_side.refuse_when_stopped()
     say(tuned_line(target, result))
     say(evaluated_line(target, result))
     if verbose:
@@ -501,7 +507,12 @@ def side_by_side_targets(
     with ThreadPoolExecutor(len(jobs), thread_name_prefix="wattgpu-target") as threads:
         running = {target: threads.submit(run_target, job) for target, job in jobs.items()}
         try:
-            wait(running.values())
+            left = set(running.values())
+            while left:
+                # in short waits: Python runs a Ctrl-C's handler only when this thread runs its
+                # own code, and a wait with no end could keep it from running until every
+                # target had finished, registered and promoted
+                left = wait(left, timeout=HEARING_S).not_done
         except KeyboardInterrupt:
             side_by_side.stop()
             raise
@@ -798,8 +809,9 @@ def package(
     """Log the served model and its intervals as a pyfunc; return its URI.
 
     ``served`` and ``bounds`` wait for their fits on every row, started on the workers while the
-    model was assessed (``fit_served``, ``fit_bounds``).
+    model was assessed (``fit_served``, ``fit_bounds``). A job stopped by Ctrl-C packages nothing.
     """
+    side_by_side.refuse_when_stopped()
     model = served()
     importance = model.feature_importance()
     tracking.log_figure(
