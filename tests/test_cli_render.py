@@ -122,20 +122,33 @@ def test_no_line_of_a_card_is_wider_than_the_terminal(width):
         assert len(lines) > 8 and max(len(line) for line in lines) <= width, lines
 
 
-def test_several_queries_are_a_table_of_numbers_with_the_warnings_below_by_row():
-    columns = ["gpu", "model", "scenario", "concurrency", "power_prediction_w", "itl_prediction_ms"]
+def test_several_queries_are_their_own_columns_and_a_value_per_target_with_warnings_below():
+    answer = ["power_prediction_w", "power_lower_w", "power_upper_w"]
+    answer += ["itl_prediction_ms", "itl_lower_ms", "itl_upper_ms"]
+    columns = ["gpu", "model", "scenario", "concurrency", *answer]
     first = {c: A10[c] for c in columns} | {"warnings": "power: a; itl: b"}
     second = first | {"gpu": "NVIDIA L4", "power_prediction_w": NAN, "itl_prediction_ms": NAN}
     second["warnings"] = f"{FIT}; itl: b"
-    assert render_answers(pd.DataFrame([first, second, first | {"warnings": ""}])) == (
-        "row        gpu                            model scenario concurrency"
-        " power_prediction_w itl_prediction_ms\n"
-        "  0 NVIDIA A10 meta-llama/Llama-3.1-8B-Instruct   server        16.0"
-        "              155.1              39.0\n"
-        "  1  NVIDIA L4 meta-llama/Llama-3.1-8B-Instruct   server        16.0"
-        "          no number         no number\n"
-        "  2 NVIDIA A10 meta-llama/Llama-3.1-8B-Instruct   server        16.0"
-        "              155.1              39.0\n"
+    # the query file's own columns: names as the catalogue resolves them, the rest as given
+    queries = pd.DataFrame(
+        {
+            "gpu": ["A10", "L4", "A10"],
+            "model": [A10["model"]] * 3,
+            "scenario": ["server"] * 3,
+            "concurrency": [16.0] * 3,
+            "engine": ["vllm", None, "sglang"],
+        }
+    )
+    text = render_answers(pd.DataFrame([first, second, first | {"warnings": ""}]), queries=queries)
+    assert text == (
+        "row        gpu                            model scenario concurrency engine"
+        "     power (W, 90 %)   itl (ms, 90 %)\n"
+        "  0 NVIDIA A10 meta-llama/Llama-3.1-8B-Instruct   server          16   vllm"
+        " 155.1 (121.4–183.0) 39.0 (24.8–66.6)\n"
+        "  1  NVIDIA L4 meta-llama/Llama-3.1-8B-Instruct   server          16      -"
+        "           no number        no number\n"
+        "  2 NVIDIA A10 meta-llama/Llama-3.1-8B-Instruct   server          16 sglang"
+        " 155.1 (121.4–183.0) 39.0 (24.8–66.6)\n"
         "warnings:\n"
         "row 0 · power: a\n"
         "row 0 · itl: b\n"

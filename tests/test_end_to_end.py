@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,44 @@ def test_study_resumes_from_its_storage(tmp_path, small_data):
     assert second.best_value <= first.best_value
 
 
+def test_a_finished_study_beside_a_new_tracking_store_still_gives_a_model(tmp_path, small_data):
+    import optuna
+
+    from wattgpu.errors import StudyComplete
+    from wattgpu.lifecycle import registry, tracking
+
+    def settings(store: str) -> Settings:
+        return Settings(
+            SHIPPED_DATA_DIR,
+            tracking_uri=f"sqlite:///{tmp_path / store}",
+            optuna_storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+            home=tmp_path,
+            recipe=TEST_RECIPE,
+        )
+
+    job = {"data_paths": [small_data], "trials": 1, "show_progress": False}
+    pipeline.tune(settings("old.db"), "power", **job)
+    # a team's new tracking store; the study, in the default Optuna storage, is complete
+    said = []
+    new = settings("new.db")
+    result = pipeline.tune(new, "power", **job, notify=said.append)
+    assert len(said) == 1 and said[0].startswith("study 'wattgpu-power-fast-")
+    assert said[0].endswith(
+        f"is complete (1 finished trial(s)) but {tmp_path / 'new.db'} holds no finished run of "
+        "it: fitting its best trial's parameters, evaluating and logging them as a run"
+    )
+    runs = experiment_runs(new.tracking_uri, "wattgpu-power")
+    assert list(runs["run_id"]) == [result.run_id]  # one parent run, and no trial re-run
+    assert list(runs["status"]) == ["FINISHED"]
+    (study,) = optuna.get_all_study_summaries(new.optuna_storage)
+    best = optuna.load_study(study_name=study.study_name, storage=new.optuna_storage).best_params
+    assert result.best_params == best
+    tracking.configure(new.tracking_uri)
+    assert registry.register("power") == 1  # `wattgpu register` finds the run
+    with pytest.raises(StudyComplete, match="nothing to tune and no run logged"):
+        pipeline.tune(new, "power", **job)
+
+
 @pytest.mark.parametrize("job", ["tune", "main"])
 def test_failed_validation_stops_the_job_and_logs_the_report(tmp_path, small_data, job):
     bad = pd.read_csv(small_data)
@@ -206,9 +245,26 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     job = ("main", "--trials", "1", "--storage", storage, "--data", str(small_data))
     first = _wattgpu(*job, cwd=tmp_path, uri=uri)
     assert first.returncode == 0, first.stderr[-3000:]
-    for target in ("power", "itl"):
-        assert f"wattgpu-{target} v1 -> production (LOGO MdAPE" in first.stdout
-        assert "first version, no production to compare with" in first.stdout
+    # one line per step and target on a fresh store, and nothing of MLflow's own: no log line,
+    # no progress bar (none in a log), no "already exists" for a model the job created
+    assert first.stderr == ""
+    lines = first.stdout.splitlines()
+    expected = [
+        r"validated: 3 tables, \d+ rows, (\d+) expectations: \1 passed, 0 failed; all passed"
+    ]
+    figures = {"power": "offline, server", "itl": "offline, server", "ttft": "server"}
+    for target, scenarios in figures.items():
+        figure = ", ".join(rf"\d+\.\d % {scenario}" for scenario in scenarios.split(", "))
+        expected += [
+            rf"{target}: best LOGO MdAPE \d+\.\d\d % on \d+ rows; run [0-9a-f]{{32}}",
+            rf"{target}: evaluated, LOGO MdAPE {figure} \(wattgpu evaluate --target {target}\)",
+            rf"{target}: registered wattgpu-{target} v1 \(alias challenger\)",
+            rf"{target}: wattgpu-{target} v1 -> production \(LOGO MdAPE \d+\.\d\d %; "
+            r"first version, no production to compare with\)",
+        ]
+    matched = [[p for p in expected if re.fullmatch(p, line)] for line in lines]
+    assert sorted(sum(matched, [])) == sorted(expected), first.stdout
+    assert len(lines) <= 15
     decision = MlflowClient(uri).get_model_version("wattgpu-power", "1").tags
     assert decision["wattgpu.promotion.production"].startswith("accepted production at ")
     assert "no production version to compare with" in decision["wattgpu.promotion.production"]
@@ -250,9 +306,11 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     assert all(0.0 <= c["interval_coverage"] <= 1.0 and c["n_rows"] > 0 for c in cells)
 
     # a later version arrives as a challenger: production stays where it was
-    second = _wattgpu(*job, "--study", "again", cwd=tmp_path, uri=uri)
+    second = _wattgpu(*job, "--study", "again", "--verbose", cwd=tmp_path, uri=uri)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "-> production" not in second.stdout
+    assert "power: production unchanged (v2 stays a challenger)" in second.stdout
+    assert "| power | catboost | offline |" in second.stdout  # --verbose: the tables too
     client = MlflowClient(uri)
     for target in ("power", "itl"):
         assert (

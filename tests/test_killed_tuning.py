@@ -151,10 +151,31 @@ def test_a_run_of_a_worker_on_another_machine_is_swept_once_its_heartbeat_is_sta
     assert statuses == {"stale": "KILLED", "fresh": "RUNNING", "none": "RUNNING"}
 
 
+# `wattgpu` as a terminal starts it, whoever started the suite: a process inherits an ignored
+# SIGINT, and a shell script's background job (`pytest &`, a harness without job control) has it
+# ignored; Python then leaves it ignored, and the job would not hear the Ctrl-C sent below (it
+# ran to its end and exited 0 once, in a suite started so).
+HEAR_CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)"
+AS_FROM_A_TERMINAL = [sys.executable, "-c", f"{HEAR_CTRL_C}; from wattgpu.cli import main; main()"]
+
+
+def test_the_job_hears_ctrl_c_even_when_the_suite_was_started_ignoring_it():
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    parent = "import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    parent += "subprocess.run(sys.argv[1:])"
+
+    def ignored_in(child: str) -> str:
+        command = [sys.executable, "-c", parent, sys.executable, "-c", child]
+        return subprocess.run(command, capture_output=True, text=True).stdout.strip()
+
+    assert ignored_in(probe) == "True"  # a plain child of such a suite ignores Ctrl-C
+    assert ignored_in(f"{HEAR_CTRL_C}; {probe}") == "False"  # the job below hears it
+
+
 def test_ctrl_c_ends_the_main_job_with_no_run_or_trial_left_running(tmp_path, catalog):
     """SIGINT (Ctrl-C) mid-tuning: the side-by-side targets all end, their runs FAILED."""
     data, storage, uri, marker, env = job_files(tmp_path, catalog)
-    command = [sys.executable, "-m", "wattgpu", "main", "--recipe", "fast", "--data", str(data)]
+    command = [*AS_FROM_A_TERMINAL, "main", "--recipe", "fast", "--data", str(data)]
     job = subprocess.Popen(
         [*command, "--storage", storage, "--trials", "50"],
         env=env,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from wattgpu.config import EXPECTATIONS_DIR, SHIPPED_DATA_DIR
+from wattgpu.config import EXAMPLE_QUERIES, EXPECTATIONS_DIR, SHIPPED_DATA_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,6 +30,12 @@ def test_the_top_level_holds_the_data_and_the_suites():
 def test_a_checkout_reads_the_top_level_folders():
     assert SHIPPED_DATA_DIR == REPO / "data"
     assert EXPECTATIONS_DIR == REPO / "expectations"
+    assert EXAMPLE_QUERIES == REPO / "examples" / "queries.csv" and EXAMPLE_QUERIES.is_file()
+
+
+def test_the_wheel_carries_the_example_queries():
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert data["package-data"]["wattgpu.shipped_examples"] == ["*.csv"]
 
 
 def test_the_wheel_lists_every_package_and_maps_the_folders():
@@ -39,6 +45,7 @@ def test_the_wheel_lists_every_package_and_maps_the_folders():
         for p in (REPO / "src").rglob("__init__.py")
     }
     mapped = {"wattgpu.shipped_data": "data", "wattgpu.shipped_expectations": "expectations"}
+    mapped["wattgpu.shipped_examples"] = "examples"
     assert set(setuptools["packages"]) == on_disk | set(mapped)
     assert {k: v for k, v in setuptools["package-dir"].items() if k} == mapped
 

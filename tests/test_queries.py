@@ -52,7 +52,7 @@ def test_names_resolve_to_canonical(small_catalog):
         (
             {"request_rate_rps": -1.0},
             "row 0: request_rate_rps must be a number greater than 0 and at most 10000 "
-            "requests/s; got -1.0",
+            "requests/s; got -1",
         ),
         ({"request_rate_rps": "fast"}, "row 0: request_rate_rps must be a number; got 'fast'"),
         (
@@ -70,7 +70,7 @@ def test_names_resolve_to_canonical(small_catalog):
         ({"num_gpus": 0}, "row 0: num_gpus must be a whole number from 1 to 1024; got 0"),
         (
             {"engine_year": 1999.0},
-            "row 0: engine_year must be a whole number from 2000 to 2100; got 1999.0",
+            "row 0: engine_year must be a whole number from 2000 to 2100; got 1999",
         ),
         (
             {"engine_year": 2024.5},
@@ -215,7 +215,8 @@ def test_every_range_rule_takes_its_bounds_and_refuses_beyond(small_catalog, fie
     for value in _outside(rule):
         with pytest.raises(QueryError) as err:
             check(_row_for(field, value), catalog=small_catalog)
-        assert str(err.value) == f"row 0: {field} must be {rule.describe()}; got {value!r}"
+        shown = int(value) if float(value).is_integer() else value  # a whole number whole
+        assert str(err.value) == f"row 0: {field} must be {rule.describe()}; got {shown!r}"
         assert err.value.field == field and err.value.row == 0
     if rule.whole:
         with pytest.raises(QueryError, match=f"{field} must be a whole number"):

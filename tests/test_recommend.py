@@ -209,6 +209,53 @@ def test_ttft_slo_asks_the_ttft_model_and_leaves_out_slow_first_tokens(small_cat
     assert rows["NVIDIA H100 SXM5"]["rank"] == 1 and rows["NVIDIA H100 SXM5"]["ttft_ms"] == 30
     # without a TTFT SLO the TTFT columns are not in the answer
     assert "ttft_ms" not in ask(small_catalog, rate=0.5).columns
+    # the verdict names the TTFT limit: 250 W / (0.5 req/s x 256 tokens) = 1.95 J/token,
+    # 250 W x 24 h = 6 kWh/day
+    assert rec.verdict(table, None, False, 50) == (
+        "Best: NVIDIA H100 SXM5 — 250 W, 1.95 J/token, 6 kWh/day, ITL 10 ms, TTFT 30 ms (≤ 50 ms)"
+    )
+    both = rec.recommend(
+        LLM_8B,
+        rate=0.5,
+        itl_slo_ms=50,
+        ttft_slo_ms=20,
+        catalog=small_catalog,
+        predictor=predictor,
+    )
+    # the L4 misses the ITL limit (60 ms); the H100 meets it but not the TTFT one (30 ms)
+    assert rec.verdict(both, 50, False, 20) == (
+        "no GPU meets ITL ≤ 50 ms and TTFT ≤ 20 ms; closest: NVIDIA H100 SXM5 (TTFT 30.0 ms)"
+    )
+
+
+def test_the_header_and_the_verdict_name_every_limit_ranked_under(small_catalog):
+    from wattgpu.cli_recommend import _headline
+
+    def predictor(queries, target):
+        if target != "ttft":
+            return hand_predictor(queries, target)
+        return hand_predictor(queries, "itl").assign(prediction=30.0)
+
+    table = rec.recommend(
+        LLM_8B,
+        concurrency=8,
+        itl_slo_ms=80,
+        ttft_slo_ms=500,
+        strict=True,
+        catalog=small_catalog,
+        predictor=predictor,
+    )
+    assert _headline(table) == (
+        f"{LLM_8B}, server with 8 concurrent users, 512 input / 256 output tokens, "
+        "ITL ≤ 80 ms and TTFT ≤ 500 ms (strict: at the upper end of the ITL interval)"
+    )
+    # strict: the L4's ITL interval reaches 60 x 1.5 = 90 ms > 80 ms, so it is left out and
+    # the H100 (10 ms, upper end 15 ms) is best
+    best = rec.verdict(table, 80, True, 500)
+    assert best.startswith("Best: NVIDIA H100 SXM5 — ")
+    assert best.endswith(
+        "ITL 10 ms (≤ 80 ms, and 15 ms at the upper end of its interval), TTFT 30 ms (≤ 500 ms)"
+    )
 
 
 def test_prices_add_cost_columns(small_catalog):
@@ -231,7 +278,7 @@ def test_gpus_resolve_through_aliases(small_catalog):
     ("kwargs", "message"),
     [
         ({"rate": 0}, "rate must be a finite number > 0; got 0"),
-        ({"rate": -1.0}, "rate must be a finite number > 0; got -1.0"),
+        ({"rate": -1.0}, "rate must be a finite number > 0; got -1"),
         ({"rate": float("nan")}, "rate must be a finite number > 0"),
         ({"requests_per_day": 0}, "requests_per_day must be a finite number > 0"),
         ({"rate": 1, "requests_per_day": 5}, "give one load, not rate and requests_per_day"),
@@ -358,6 +405,39 @@ def test_cli_json_carries_every_column_and_plot_is_a_png(run, tmp_path):
     assert shown <= set(frame.columns) and frame["cost_rank"].notna().sum() == 2
 
 
+def test_the_chart_names_each_point_beside_it_and_no_two_names_overlap(catalog):
+    from matplotlib.text import Text
+
+    from wattgpu.cli_recommend import _LABEL_RINGS, chart
+
+    table = rec.recommend(
+        LLM_8B, requests_per_day=30000, itl_slo_ms=80, catalog=catalog,
+        predictor=spec_predictor(catalog),
+    )  # fmt: skip
+    figure = chart(table, 80)
+    ax = figure.axes[0]
+    renderer = figure.canvas.get_renderer()
+    names = [t for t in ax.texts if t.get_text()]
+    shown = table[table["fits"] & table["power_w"].notna()]
+    labelled = shown[shown["rank"].notna() | shown["pareto"]]
+    assert sorted(t.get_text() for t in names) == sorted(
+        g.removeprefix("NVIDIA ") for g in labelled["gpu"]
+    )
+    for text in names:
+        text.update_positions(renderer)
+    boxes = [Text.get_window_extent(t, renderer) for t in names]  # the names, not their lines
+    for i, one in enumerate(boxes):
+        for other in boxes[i + 1 :]:
+            assert not one.overlaps(other), (one, other)
+    # each name within the farthest ring of its own point (in pixels), not somewhere else
+    reach = max(_LABEL_RINGS) * figure.dpi / 72 + 1
+    for text, box in zip(names, boxes, strict=True):
+        x, y = ax.transData.transform(text.xy)
+        dx = max(box.x0 - x, 0, x - box.x1)
+        dy = max(box.y0 - y, 0, y - box.y1)
+        assert max(dx, dy) <= reach, (text.get_text(), dx, dy)
+
+
 def write_prices(tmp_path, rows=(("L4", 0.8), ("H100", 4.0))):
     path = tmp_path / "prices.csv"
     pd.DataFrame(rows, columns=["gpu", "usd_per_hour"]).to_csv(path, index=False)
@@ -381,9 +461,9 @@ def test_cli_help_documents_exit_codes(run):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--model", LLM_8B, "--rate", "0"), "rate must be a finite number > 0; got 0.0"),
+        (("--model", LLM_8B, "--rate", "0"), "--rate must be a finite number > 0; got 0"),
         (("--model", "llama-3.1-8b-instrct", "--rate", "1"), "closest: "),
-        (("--model", LLM_8B, "--rate", "1", "--gpus", "H100,L5"), "GPU 'L5' is not in"),
+        (("--model", LLM_8B, "--rate", "1", "--gpus", "H100,L5"), "--gpus 'L5' is not in"),
         (("--model", LLM_8B, "--rate", "1", "--requests-per-day", "9"), "give one load"),
         (("--model", LLM_8B, "--load-profile", "nope.csv"), "load profile not found: nope.csv"),
         (("--model", LLM_8B, "--load-profile", "{profile}"), "hour must be unique; got 3 twice"),

@@ -549,3 +549,9 @@ def test_a_declared_length_over_the_limit_is_refused_before_reading():
     status, body = asyncio.run(_call(Guard(never, max_body_bytes=100), b"", headers))
     assert (status, body["error_code"]) == (400, "BAD_REQUEST")
     assert body["message"] == "request body larger than 100 bytes; send fewer rows per request"
+
+
+def test_a_message_too_long_is_cut_between_words():
+    # 13 words of 7 characters and a space: the cut at 40 bytes keeps four whole words
+    assert clean_message("abcdefg " * 13, limit=40) == "abcdefg abcdefg abcdefg abcdefg ..."
+    assert clean_message("short enough", limit=40) == "short enough"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -274,12 +275,12 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
     assert "engine year" not in json.loads(older.output)[0]["warnings"]
     unknown = runner.invoke(cli, [*base, "--engine-version", "0.99"])
     assert unknown.exit_code == 1 and unknown.output.startswith(
-        "Error: --engine-version must be a release of vllm that data/engines.csv dates (0.2, "
+        "Error: --engine-version must be a release of vllm with a known date (nightly, 0.19, "
     )
     assert "Traceback" not in unknown.output
     ancient = runner.invoke(cli, [*base, "--engine-year", "1999"])
     assert ancient.exit_code == 1 and ancient.output.strip() == (
-        "Error: --engine-year must be a whole number from 2000 to 2100; got 1999.0"
+        "Error: --engine-year must be a whole number from 2000 to 2100; got 1999"
     )
     table = runner.invoke(cli, ["evaluate", "--target", "itl", "--version", "1"])
     assert (
@@ -325,6 +326,49 @@ def test_predict_one_query_prints_a_card_that_fits_80_columns(store, monkeypatch
         else:
             listed.append(line.strip())
     assert sorted(listed) == sorted(f"{', '.join(t)}: {w}" for w, t in said.items())
+
+
+def test_the_example_queries_answer_as_their_own_columns_and_a_value_per_target(store, monkeypatch):
+    from wattgpu.config import EXAMPLE_QUERIES
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
+    runner = CliRunner()
+    table = runner.invoke(cli, ["predict", "--input", str(EXAMPLE_QUERIES)])
+    assert table.exit_code == 0, table.output
+    header, *rows = table.output.split("\nwarnings:")[0].splitlines()
+    given = pd.read_csv(EXAMPLE_QUERIES)
+    assert header.split() == ["row", *given.columns, "power", "(W,", "90", "%)"] + [
+        "itl",
+        "(ms,",
+        "90",
+        "%)",
+    ]
+    assert len(rows) == len(given) == 4
+    # the first row as the file gives it: A10 resolved, 16 users and 512 tokens whole
+    first = rows[0].split()
+    assert first[:10] == ["0", "NVIDIA", "A10", "meta-llama/Llama-3.1-8B-Instruct", "server"] + [
+        "-",
+        "16",
+        "-",
+        "512",
+        "256",
+    ]
+    # every number, with its interval, is the one the CSV format carries
+    full = pd.read_csv(
+        io.StringIO(
+            runner.invoke(
+                cli, ["predict", "--input", str(EXAMPLE_QUERIES), "--format", "csv"]
+            ).output
+        )
+    )
+    for row, line in zip(full.itertuples(), rows, strict=True):
+        assert line.split()[-4:] == [
+            f"{row.power_prediction_w:.1f}",
+            f"({row.power_lower_w:.1f}–{row.power_upper_w:.1f})",
+            f"{row.itl_prediction_ms:.1f}",
+            f"({row.itl_lower_ms:.1f}–{row.itl_upper_ms:.1f})",
+        ], line
+    assert len(full.columns) > len(given.columns) + 6  # the rest: --format csv/json only
 
 
 def test_predict_a_configuration_that_cannot_run_shows_why(store, monkeypatch):

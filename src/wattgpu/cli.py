@@ -33,7 +33,7 @@ from wattgpu.cli_options import (
     yes_no_option,
 )
 from wattgpu.config import MLFLOW_JOB_RUNNERS, RECIPES, load_settings
-from wattgpu.errors import QueryError, WattgpuError
+from wattgpu.errors import QueryError, WattgpuError, listing
 from wattgpu.modeling.physical.targets import TARGETS
 
 
@@ -213,6 +213,11 @@ def tune(
 @yes_no_option(
     "--register", default=True, help="Register the tuned models (alias challenger); false: don't."
 )
+@yes_no_option(
+    "--verbose",
+    default=False,
+    help="Also print each evaluation table, MLflow's log lines and progress bars.",
+)
 @pass_state
 def main_job(
     state: CliState,
@@ -224,14 +229,18 @@ def main_job(
     seed: int,
     data: tuple[Path, ...],
     register: bool,
+    verbose: bool,
 ) -> None:
     """The main job: validate, tune power, ITL and TTFT, log everything, register the models.
 
     A target with no production version yet gets its new version promoted to production. TTFT
-    is skipped, with a notice, when the data holds no measured ``ttft_s``.
+    is skipped, with a notice, when the data holds no measured ``ttft_s``. It prints one line
+    per step and target, and a progress bar per target's study on a terminal.
     """
     from wattgpu.lifecycle import pipeline
 
+    if not verbose:
+        quiet_mlflow()  # after MLflow's import (by pipeline), which sets its loggers' levels
     pipeline.main_job(
         state.settings,
         recipe=recipe,
@@ -244,6 +253,7 @@ def main_job(
         register=register,
         launcher_run_id=state.launcher_run_id,
         notify=click.echo,
+        verbose=verbose,
     )
 
 
@@ -479,8 +489,7 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 @click.option(
     "--engine-version",
     default=None,
-    help="Version of the engine you run, e.g. 0.19.0 (default: today's release; see "
-    "data/engines.csv).",
+    help="Version of the engine you run, e.g. 0.19.0 (default: today's release).",
 )
 @click.option(
     "--engine-year",
@@ -554,7 +563,7 @@ def predict(
         answers.to_csv(output, index=False)
         click.echo(f"wrote {len(answers)} predictions to {output}")
         return
-    _echo_frame(answers, fmt, render_answers)
+    _echo_frame(answers, fmt, lambda frame: render_answers(frame, queries=queries))
 
 
 def _check_format(dtype: str | None) -> None:
@@ -562,9 +571,7 @@ def _check_format(dtype: str | None) -> None:
     from wattgpu.data.formats import KNOWN_FORMATS, is_known_format
 
     if dtype is not None and not is_known_format(dtype):
-        raise QueryError(
-            f"--dtype must be one of {', '.join(KNOWN_FORMATS)}; got {dtype!r}", "dtype"
-        )
+        raise QueryError(f"--dtype must be one of {listing(KNOWN_FORMATS)}; got {dtype!r}", "dtype")
 
 
 def _query_from_options(options: dict[str, Any]) -> Any:

@@ -120,7 +120,7 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     ax.set_title(f"{request.get('model', '')}: ITL against power per GPU", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _label(fig, ax, shown[ranked | shown["pareto"].to_numpy(bool)])
+    _label(fig, ax, shown[ranked | shown["pareto"].to_numpy(bool)], shown)
     return fig
 
 
@@ -149,38 +149,98 @@ def _points(ax: Any, shown: pd.DataFrame, ranked: np.ndarray) -> None:
         )
 
 
-def _label(fig: Any, ax: Any, rows: pd.DataFrame) -> None:
-    """Name each point beside it, nudging a label down while it overlaps one placed before."""
+# Where a label may sit around its point, in points: the ring beside the dot first (right,
+# left, above, below, then the diagonals), then the same directions farther out.
+_LABEL_DIRECTIONS = ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1))
+_LABEL_RINGS = (4, 10, 16, 24)
+_LABEL_SPOTS = tuple((dx, dy, ring) for ring in _LABEL_RINGS for dx, dy in _LABEL_DIRECTIONS)
+
+
+def _label(fig: Any, ax: Any, rows: pd.DataFrame, points: pd.DataFrame) -> list[Any]:
+    """Name each of ``rows`` beside its point, overlapping no name placed before and no point.
+
+    Deterministic: the points in order of ITL (highest first), then power; each name takes the
+    first free spot of ``_LABEL_DIRECTIONS`` on the nearest ring of ``_LABEL_RINGS``, else the
+    spot that overlaps least. A name off the first ring gets a thin line to its point.
+
+    Returns:
+        The names, as placed.
+
+    """
+    from matplotlib.text import Text
+
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
+    xy = zip(points["power_w"], points["itl_ms"], points["rank"] == 1, strict=True)
+    # a point's marker; the best one's star is larger
+    dots = [_box_around(*ax.transData.transform((x, y)), 12 if best else 3) for x, y, best in xy]
     placed: list[Any] = []
-    for _, row in rows.sort_values("itl_ms", ascending=False).iterrows():
-        text = ax.annotate(
-            row["gpu"].removeprefix("NVIDIA "),
-            (row["power_w"], row["itl_ms"]),
-            fontsize=6,
-            xytext=(4, 2),
-            textcoords="offset points",
-        )
-        for _ in range(20):  # a bounded search: 20 label heights at most
-            box = text.get_window_extent(renderer)
-            if not any(box.overlaps(other) for other in placed):
+    names = []
+    for _, row in rows.sort_values(["itl_ms", "power_w"], ascending=[False, True]).iterrows():
+        point, name = (row["power_w"], row["itl_ms"]), row["gpu"].removeprefix("NVIDIA ")
+        probe = ax.annotate(name, point, (0, 0), textcoords="offset points", fontsize=6)
+        spot, least = _LABEL_SPOTS[0], None
+        for dx, dy, ring in _LABEL_SPOTS:
+            _place(probe, dx, dy, ring)
+            box = probe.get_window_extent(renderer)
+            cost = sum(_overlap(box, other) for other in [*placed, *dots])
+            if least is None or cost < least:
+                spot, least = (dx, dy, ring), cost
+            if cost == 0:
                 break
-            x, y = text.xyann
-            text.xyann = (x, y - 7)
-        placed.append(text.get_window_extent(renderer))
+        probe.remove()
+        line = (
+            None if spot[2] == _LABEL_RINGS[0] else {"arrowstyle": "-", "color": "grey", "lw": 0.4}
+        )
+        text = ax.annotate(
+            name, point, (0, 0), textcoords="offset points", fontsize=6, arrowprops=line
+        )
+        _place(text, *spot)
+        text.update_positions(renderer)
+        placed.append(Text.get_window_extent(text, renderer))  # the name's, without its line
+        names.append(text)
+    return names
+
+
+def _place(text: Any, dx: int, dy: int, ring: int) -> None:
+    """Put ``text`` ``ring`` points from its point in direction (dx, dy), aligned away from it."""
+    text.set_ha("left" if dx > 0 else "right" if dx < 0 else "center")
+    text.set_va("bottom" if dy > 0 else "top" if dy < 0 else "center")
+    text.xyann = (dx * ring, dy * ring)
+
+
+def _box_around(x: float, y: float, half: float) -> Any:
+    """A display-space box of ``half`` pixels around (x, y): a point's marker."""
+    from matplotlib.transforms import Bbox
+
+    return Bbox([[x - half, y - half], [x + half, y + half]])
+
+
+def _overlap(one: Any, other: Any) -> float:
+    """The area, in square pixels, that two boxes share."""
+    width = min(one.x1, other.x1) - max(one.x0, other.x0)
+    height = min(one.y1, other.y1) - max(one.y0, other.y0)
+    return max(width, 0.0) * max(height, 0.0)
 
 
 def _headline(table: pd.DataFrame) -> str:
+    """The question ranked: the LLM, the load, the tokens and every limit it ranked under."""
+    from wattgpu.recommendation import limits_text
+
     request = table.attrs.get("request", {})
     line = f"{request.get('model')}, {request.get('scenario')}"
     per_day = request.get("requests_per_day")
     if per_day:
         line += f" at {per_day / 86400:.3g} req/s on average ({per_day:,.0f} requests/day)"
+    if request.get("concurrency") is not None:
+        line += f" with {request['concurrency']:g} concurrent users"
     tokens = (request.get("input_tokens"), request.get("output_tokens"))
     line += f", {tokens[0]:.0f} input / {tokens[1]:.0f} output tokens"
-    if request.get("itl_slo_ms") is not None:
-        line += f", ITL ≤ {request['itl_slo_ms']:g} ms"
+    limits = limits_text(request.get("itl_slo_ms"), request.get("ttft_slo_ms"))
+    if limits:
+        line += f", {limits}"
+    if request.get("strict") and request.get("itl_slo_ms") is not None:
+        line += " (strict: at the upper end of the ITL interval)"
     return line
 
 
@@ -330,9 +390,10 @@ def recommend_command(
         itl_url=itl_url,
         settings=state.settings,
         strict=strict,
+        names=_option_names(),
     )
     slo = table.attrs["request"]["itl_slo_ms"]
-    verdict = rec.verdict(table, slo, strict)
+    verdict = rec.verdict(table, slo, strict, table.attrs["request"]["ttft_slo_ms"])
     figure = chart(table, slo) if (plot or log_run) else None
     if plot:
         figure.savefig(plot, format="png", dpi=120)
@@ -344,6 +405,13 @@ def recommend_command(
     _print_answer(table, verdict, fmt, plot, run_id)
     if not (table["rank"] == 1).any():
         click.get_current_context().exit(EXIT_NO_GPU)
+
+
+def _option_names() -> dict[str, str]:
+    """What a message calls each of the library's inputs: the option as typed here."""
+    params = click.get_current_context().command.params
+    options = {p.name: p.opts[0] for p in params if isinstance(p, click.Option) and p.name}
+    return {**options, "model": options["llm"], "prices": options["price_file"]}
 
 
 def _print_answer(

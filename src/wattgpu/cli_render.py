@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
+
+from wattgpu.modeling.answering.queries import plain
 from wattgpu.modeling.physical.targets import TARGETS, UNIT
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 WIDTH = 80
 # What the model's interval covers (``modeling.uncertainty.COVERAGE``, not imported: it would
@@ -25,12 +25,16 @@ INTERVAL_LABEL = "90 %"
 NO_FIT = "does not fit"
 
 
-def render_answers(answers: pd.DataFrame, width: int = WIDTH) -> str:
+def render_answers(
+    answers: pd.DataFrame, width: int = WIDTH, queries: pd.DataFrame | None = None
+) -> str:
     """``predict``'s answer as text: a card for one query, else a table and its warnings.
 
     Args:
         answers: ``ask_models``' frame, one row per query.
         width: the terminal's columns; the card and every warning line fit in it.
+        queries: the queries asked, whose own columns a table shows (default: the answer's
+            ``gpu``, ``model`` and ``scenario``).
 
     Returns:
         The text to print, without a final newline.
@@ -41,7 +45,7 @@ def render_answers(answers: pd.DataFrame, width: int = WIDTH) -> str:
     targets = answer_targets(answers)
     if len(answers) == 1:
         return render_card(answers.iloc[0].to_dict(), targets, width)
-    return render_table(answers, targets, width)
+    return render_table(answers, targets, width, queries)
 
 
 def answer_targets(answers: pd.DataFrame) -> tuple[str, ...]:
@@ -95,18 +99,34 @@ def _reasons(target: str, warnings: dict[str, list[str]]) -> list[str]:
     return [text for text in said if text.startswith(NO_FIT)] or ["no number"]
 
 
-def render_table(answers: pd.DataFrame, targets: tuple[str, ...], width: int = WIDTH) -> str:
-    """Several queries: their numbers as a table by row, then each row's warnings below it.
+def render_table(
+    answers: pd.DataFrame,
+    targets: tuple[str, ...],
+    width: int = WIDTH,
+    queries: pd.DataFrame | None = None,
+) -> str:
+    """Several queries: each row's own columns and a column per target, then its warnings.
 
-    The rows are numbered from 0, as a query error names them. A prediction with no number
-    reads ``no number``; its reason is among that row's warnings.
+    A query's columns are those it gave (names resolved to the catalogue's), whole numbers
+    whole; each target's column holds the value and its interval, the unit in its header
+    (``power (W, 90 %)``: ``109.9 (49.3–150.0)``). A prediction with no number reads
+    ``no number``; its reason is among that row's warnings. The rows are numbered from 0, as a
+    query error names them. Every other column is in ``--format csv/json``.
     """
-    table = answers.drop(columns=["warnings"], errors="ignore").reset_index(drop=True)
-    table = table.astype(object).map(_cell)
+    own = list(queries.columns) if queries is not None else ["gpu", "model", "scenario"]
+    table = pd.DataFrame({"row": [str(i) for i in range(len(answers))]})
+    for column in own:
+        source = answers if column in answers.columns else queries
+        table[column] = [_cell(v) for v in source[column]]
     for target in targets:
-        column = "prediction" if "target" in answers.columns else _column(target, "prediction")
-        table[column] = table[column].replace("-", "no number")
-    table.insert(0, "row", [str(i) for i in range(len(table))])
+        value, lower, upper, unit = (
+            _answer_column(answers, target, part)
+            for part in ("prediction", "lower", "upper", "unit")
+        )
+        header = f"{target} ({unit[0]}, {INTERVAL_LABEL})"
+        table[header] = [
+            _with_interval(v, lo, hi) for v, lo, hi in zip(value, lower, upper, strict=True)
+        ]
     lines = [table.to_string(index=False)]
     notes = []
     for i, text in enumerate(answers.get("warnings", [""] * len(answers))):
@@ -115,6 +135,24 @@ def render_table(answers: pd.DataFrame, targets: tuple[str, ...], width: int = W
     if notes:
         lines += ["warnings:", *notes]
     return "\n".join(lines)
+
+
+def _answer_column(answers: pd.DataFrame, target: str, part: str) -> list[Any]:
+    """One target's ``prediction``, ``lower``, ``upper`` or ``unit``, from either shape."""
+    if "target" in answers.columns:
+        return list(answers[part])
+    if part == "unit":
+        return [UNIT[target]] * len(answers)
+    return list(answers[_column(target, part)])
+
+
+def _with_interval(value: Any, lower: Any, upper: Any) -> str:
+    """``109.9 (49.3–150.0)``, or ``no number``."""
+    if _missing(value):
+        return "no number"
+    if _missing(lower) or _missing(upper):
+        return f"{value:.1f}"
+    return f"{value:.1f} ({lower:.1f}–{upper:.1f})"
 
 
 def warnings_by_text(text: Any, targets: tuple[str, ...]) -> dict[str, list[str]]:
@@ -221,10 +259,14 @@ def _column(target: str, answer: str) -> str:
 
 
 def _cell(value: Any) -> str:
-    """A table cell: one decimal for numbers, ``-`` where there is none."""
+    """A query's cell as it was given: whole numbers whole, ``-`` where there is none."""
     if _missing(value):
         return "-"
-    return f"{value:.1f}" if isinstance(value, float) else str(value)
+    return (
+        plain(value)
+        if isinstance(value, float | int) and not isinstance(value, bool)
+        else str(value)
+    )
 
 
 def _missing(value: Any) -> bool:

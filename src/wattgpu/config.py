@@ -27,6 +27,8 @@ SHIPPED_DATA_DIR = _top_level_folder("data")
 """The catalogues and the real measurements that ship with WattGPU (see its README.md)."""
 EXPECTATIONS_DIR = _top_level_folder("expectations")
 """The Great Expectations suites, one JSON file per table."""
+EXAMPLE_QUERIES = _top_level_folder("examples") / "queries.csv"
+"""An example query file for ``wattgpu predict --input`` (the README points at it)."""
 EXTERNAL_DATA_DIR = Path("data") / "external"
 """Where ``wattgpu data fetch`` / ``import`` write by default, relative to the working directory."""
 DEFAULT_HOME = Path("~/.wattgpu")

@@ -2,8 +2,23 @@
 
 Every error a user can cause is a ``WattgpuError``: the CLI prints its message as one line and
 exits non-zero; the model server answers it with HTTP 400. Messages name the field or file, say
-what is allowed, and end with the bad value.
+what is allowed, and end with the bad value; a long list of what is allowed is shortened by
+``listing``, never cut.
 """
+
+from collections.abc import Iterable
+
+LISTED = 15
+"""The most items a message lists; the rest are counted ("and 4 more")."""
+
+
+def listing(items: Iterable[object], limit: int = LISTED) -> str:
+    """``items`` joined by commas, the ones past ``limit`` counted: ``a, b and 2 more``."""
+    shown = [str(item) for item in items]
+    more = len(shown) - limit
+    if more <= 0:
+        return ", ".join(shown)
+    return f"{', '.join(shown[:limit])} and {more} more"
 
 
 class WattgpuError(Exception):

@@ -23,10 +23,11 @@ QUERY_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c in ("gpu", "model", "scenar
 
 def read_queries(path: Path) -> pd.DataFrame:
     """Query rows from a CSV with the REST request's columns."""
+    what = "a CSV file of query rows: gpu, model, scenario and the load"
+    if Path(path).is_dir():
+        raise DataError(f"query file {path} is a directory; give {what}")
     if not Path(path).is_file():
-        raise DataError(
-            f"query file not found: {path} (a CSV with columns gpu, model, scenario, ...)"
-        )
+        raise DataError(f"query file not found: {path} (give {what})")
     try:
         return pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

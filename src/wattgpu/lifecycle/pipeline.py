@@ -84,6 +84,8 @@ from wattgpu.modeling.physical.targets import (
 # The main job's targets, on threads of their own, log their models one at a time: MLflow's
 # models-from-code sets the model being logged in a process-wide variable.
 _PACKAGING = threading.Lock()
+# How long the main job's own thread waits at a time, so that it hears a Ctrl-C at once.
+HEARING_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,8 @@ def tune(
     Raises:
         ConfigError: an unknown recipe, the tracking store or the Optuna storage cannot be
             reached, or ``trials`` is below 1; nothing was run or logged.
-        StudyComplete: the study already holds ``trials`` complete trials; nothing is logged.
+        StudyComplete: the study already holds ``trials`` complete trials and the tracking
+            store a finished run of it; nothing is logged.
         ValidationFailed: the data broke an expectation; the run is logged as FAILED with the
             report, and no model is logged.
 
@@ -300,11 +303,13 @@ def run_job(
     launcher_run_id: str | None,
     show_progress: bool,
     groundwork: Callable[[], Groundwork] | None = None,
+    verbose: bool = True,
 ) -> TuneResult:
     """Run a prepared job in its parent run: log, check the data, search, evaluate, package.
 
     ``groundwork``, when given, waits for the job's ``lay_groundwork`` (started while the data
-    was validated); it is asked for only once the data passed.
+    was validated); it is asked for only once the data passed. ``show_progress``: the study's
+    progress bar (on a terminal); ``verbose`` adds the evaluation's, and the bars stay when done.
     """
     target = job.target
     with tracking.parent_run(target, f"tune-{target}", job_tags(job, launcher_run_id)) as run_id:
@@ -323,6 +328,7 @@ def run_job(
             progress=show_progress,
             best=best,
             ready=ready.folds,
+            leave=verbose,
         )
         params = tuning.best_params(study)
         served = fit_served(job.recipe, rows, params, seed)  # on a worker, beside the assessment
@@ -332,7 +338,7 @@ def run_job(
             rows,
             params,
             seed=seed,
-            progress=show_progress,
+            progress=show_progress and verbose,
             known=None if known is None else {"LOGO": known},
         )
         bounds = fit_bounds(job.recipe, rows, oof, seed)  # on a worker, beside the checks
@@ -346,10 +352,23 @@ def run_job(
 
 def summary(target: str, result: TuneResult) -> str:
     """A finished job in words: its best LOGO MdAPE and run, then its evaluation table."""
+    return f"\n{tuned_line(target, result)}\n{to_markdown(result.table)}"
+
+
+def tuned_line(target: str, result: TuneResult) -> str:
+    """``power: best LOGO MdAPE 20.00 % on 1666 rows; run ID``: the study's outcome."""
     return (
-        f"\n{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
-        f"run {result.run_id}\n{to_markdown(result.table)}"
+        f"{target}: best LOGO MdAPE {result.best_value:.2f} % on {result.n_rows} rows; "
+        f"run {result.run_id}"
     )
+
+
+def evaluated_line(target: str, result: TuneResult) -> str:
+    """The tuned model's LOGO MdAPE per scenario, and where the whole table is."""
+    table = result.table
+    logo = table[(table["split"] == "LOGO") & (table["method"] == "catboost")]
+    figures = ", ".join(f"{row.mdape:.1f} % {row.scenario}" for row in logo.itertuples())
+    return f"{target}: evaluated, LOGO MdAPE {figures} (wattgpu evaluate --target {target})"
 
 
 def main_job(
@@ -366,6 +385,7 @@ def main_job(
     launcher_run_id: str | None = None,
     show_progress: bool = True,
     notify: Callable[[str], None] | None = None,
+    verbose: bool = False,
 ) -> dict[str, TuneResult]:
     """The main job: validate the data once, then tune, evaluate, register every target.
 
@@ -375,7 +395,9 @@ def main_job(
     A target's new version is registered (alias ``challenger``) and, when the target has no
     production version yet, promoted to production. TTFT (``OPTIONAL_TARGETS``) is skipped when
     the data holds no measured value of it; a target whose study is already complete is
-    skipped too. ``notify`` hears each step in one line, and each target's evaluation table.
+    skipped too. ``notify`` hears each step in one line (``verbose``: and each target's
+    evaluation table); a progress bar per target's study shows on a terminal while it runs
+    (``verbose``: the evaluation's too, and they stay).
 
     Returns:
         The result of each target that was tuned.
@@ -387,7 +409,7 @@ def main_job(
         Exception: a target's error, once all have ended (``side_by_side_targets``).
 
     """
-    say = notify or (lambda _line: None)
+    say = _between_bars(notify or (lambda _line: None))
     recipe = recipe or settings.recipe
     recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
     promotion_lock.configure(settings.promotion_lease_s)
@@ -404,13 +426,9 @@ def main_job(
             launcher_run_id=launcher_run_id,
             show_progress=show_progress,
             groundwork=groundwork[job.target].result,
+            verbose=verbose,
         )
-        say(summary(job.target, result))
-        if register:
-            version, promotion = registry.register_candidate(job.target, result.run_id)
-            say(f"registered {registry.model_name(job.target)} v{version} (alias challenger)")
-            if promotion is not None:
-                say(promotion.line())
+        _finish(job.target, result, register=register, verbose=verbose, say=say)
         return result
 
     with tempfile.TemporaryDirectory() as docs:
@@ -431,7 +449,37 @@ def main_job(
         with ThreadPoolExecutor(len(jobs), thread_name_prefix="wattgpu-groundwork") as early:
             groundwork = {t: early.submit(lay_groundwork, job, seed) for t, job in jobs.items()}
             validation = validated()
+            say(f"validated: {validation.verdict.failures.splitlines()[-1]}")
             return side_by_side_targets(jobs, run_target)
+
+
+def _finish(
+    target: str, result: TuneResult, *, register: bool, verbose: bool, say: Callable[[str], None]
+) -> None:
+    """Say how a target's job went, then register its model (and promote a first version).
+
+    A job stopped by Ctrl-C meanwhile registers nothing.
+    """
+    side_by_side.refuse_when_stopped()
+    say(tuned_line(target, result))
+    say(evaluated_line(target, result))
+    if verbose:
+        say(to_markdown(result.table))
+    if register:
+        version, promotion = registry.register_candidate(target, result.run_id)
+        say(f"{target}: registered {registry.model_name(target)} v{version} (alias challenger)")
+        kept = f"{target}: production unchanged (v{version} stays a challenger)"
+        say(f"{target}: {promotion.line()}" if promotion is not None else kept)
+
+
+def _between_bars(notify: Callable[[str], None]) -> Callable[[str], None]:
+    """``notify``, clearing the progress bars for the line and drawing them again after it."""
+
+    def say(line: str) -> None:
+        with tqdm.external_write_mode():
+            notify(line)
+
+    return say
 
 
 @contextmanager
@@ -459,7 +507,12 @@ def side_by_side_targets(
     with ThreadPoolExecutor(len(jobs), thread_name_prefix="wattgpu-target") as threads:
         running = {target: threads.submit(run_target, job) for target, job in jobs.items()}
         try:
-            wait(running.values())
+            left = set(running.values())
+            while left:
+                # in short waits: Python runs a Ctrl-C's handler only when this thread runs its
+                # own code, and a wait with no end could keep it from running until every
+                # target had finished, registered and promoted
+                left = wait(left, timeout=HEARING_S).not_done
         except KeyboardInterrupt:
             side_by_side.stop()
             raise
@@ -487,9 +540,14 @@ def prepare(
     nothing is written anywhere. A study's default name carries the recipe unless it is the
     full one (a fast study's trials come from another search space).
 
+    A study that already holds ``trials`` finished trials is complete: with a finished run of
+    it in the tracking store, there is nothing to do; without one (a new tracking store beside
+    an old study), the job runs no trial and fits, evaluates and logs the best one's parameters.
+
     Raises:
         ConfigError: a bad target, recipe or trial count, an unreachable store or storage.
-        StudyComplete: the study already holds ``trials`` complete trials.
+        StudyComplete: the study already holds ``trials`` complete trials, and the tracking
+            store a finished run of it.
 
     """
     chosen = recipe_of(target, recipe)
@@ -505,10 +563,16 @@ def prepare(
     study = tuning.open_study(storage, study_name, chosen, seed)
     _sweep(target, study, study_name, notify)
     done = tuning.finished_trials(study)
-    if done >= trials:
+    if done >= trials and tracking.study_run(target, study_name) is not None:
         raise StudyComplete(
             f"study {study_name!r} already holds {done} finished trial(s), --trials is {trials}: "
             f"nothing to tune and no run logged (raise --trials to tune further)"
+        )
+    if done >= trials:  # a new tracking store beside a finished study: its model, logged here
+        notify(
+            f"study {study_name!r} is complete ({done} finished trial(s)) but "
+            f"{tracking.store_name()} holds no finished run of it: fitting its best trial's "
+            "parameters, evaluating and logging them as a run"
         )
     return Job(target, chosen, data, storage, study_name, study, workers.identity())
 
@@ -605,13 +669,21 @@ def search(
     progress: bool,
     best: Any = None,
     ready: PreparedSplit | None = None,
+    leave: bool = True,
 ) -> Any:
     """Run the Optuna study, each trial a nested run; log and return the study.
 
     ``best`` (a ``tuning.BestPredictions``), when given, keeps the best trial's predictions;
     ``ready``, when given, are the study's folds already prepared (``lay_groundwork``).
+    ``progress``: a bar on a terminal (none in a log), which stays when done if ``leave``.
     """
-    bar = tqdm(total=trials, desc=f"tune {job.target}", unit="trial", disable=not progress)
+    bar = tqdm(
+        total=trials,
+        desc=f"tune {job.target}",
+        unit="trial",
+        disable=None if progress else True,
+        leave=leave,
+    )
     study = tuning.run_study(
         job.study,
         job.recipe,
@@ -654,7 +726,10 @@ def evaluate_tuned(
     predictions of ``params`` already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
-        total=len(SPLITS), desc=f"evaluate {recipe.target}", unit="split", disable=not progress
+        total=len(SPLITS),
+        desc=f"evaluate {recipe.target}",
+        unit="split",
+        disable=None if progress else True,
     )
     table, oof = evaluate(
         recipe,
@@ -734,8 +809,9 @@ def package(
     """Log the served model and its intervals as a pyfunc; return its URI.
 
     ``served`` and ``bounds`` wait for their fits on every row, started on the workers while the
-    model was assessed (``fit_served``, ``fit_bounds``).
+    model was assessed (``fit_served``, ``fit_bounds``). A job stopped by Ctrl-C packages nothing.
     """
+    side_by_side.refuse_when_stopped()
     model = served()
     importance = model.feature_importance()
     tracking.log_figure(

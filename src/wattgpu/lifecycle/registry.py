@@ -151,9 +151,12 @@ def _register_held(
 ) -> int:
     """Create the version, tag it and give it alias ``challenger``, with the lock held."""
     promotion_lock.fence(client, lease)
+    # the client, not mlflow.register_model: that one prints that the model "already exists"
+    # (we created it) and that it created the version, which the caller says in its own words
+    logged = source.removeprefix("models:/") if source.startswith("models:/") else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        version = mlflow.register_model(source, name)
+        version = client.create_model_version(name, source, model_id=logged)
     try:
         for key, value in tags.items():
             client.set_model_version_tag(name, version.version, key, value)

@@ -79,14 +79,20 @@ _INPUT_ECHO = re.compile(r"\s*Input: .*", re.DOTALL)
 
 
 def clean_message(message: str, limit: int = MAX_ERROR_BYTES - 200) -> str:
-    """An error message without the echoed input, stack traces or file paths, cut to ``limit``."""
+    """An error message without the echoed input, stack traces or file paths, cut to ``limit``.
+
+    Our own messages fit (long lists are shortened where they are written); a longer one, from a
+    library, is cut between words and ends in ``...``.
+    """
     text = _FAILED_TO_PREDICT.sub("", message)
     text = _TRACE.sub("", _INPUT_ECHO.sub("", text))
     text = _PATH.sub("<path>", text)
     text = " ".join(text.split())
     encoded = text.encode()
     if len(encoded) > limit:
-        text = encoded[: limit - 3].decode(errors="ignore") + "..."
+        head = encoded[: limit - 4].decode(errors="ignore")
+        words = head.rsplit(" ", 1)[0] if " " in head else head
+        text = words + " ..."
     return text or "request refused"
 
 

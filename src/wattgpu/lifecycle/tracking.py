@@ -317,6 +317,21 @@ def latest_parent_run(target: str) -> str:
     return runs[0].info.run_id
 
 
+def study_run(target: str, study_name: str) -> str | None:
+    """The id of the newest finished parent run of the Optuna study ``study_name``, or None."""
+    runs = mlflow.search_runs(
+        experiment_ids=[experiment_id(target)],
+        filter_string=(
+            "tags.`wattgpu.kind` = 'tuning' and attributes.status = 'FINISHED' and "
+            f"tags.`wattgpu.study` = '{study_name}'"
+        ),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+        output_format="list",
+    )
+    return runs[0].info.run_id if runs else None
+
+
 def get_run(run_id: str) -> Any:
     """The run with ``run_id``, or ``ModelNotFound``."""
     try:

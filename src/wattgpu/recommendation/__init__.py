@@ -35,8 +35,8 @@ import pandas as pd
 from wattgpu.config import Settings, load_settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.errors import QueryError
-from wattgpu.modeling.answering.queries import WORKLOAD_RANGES
+from wattgpu.errors import QueryError, UnknownNameError
+from wattgpu.modeling.answering.queries import WORKLOAD_RANGES, show
 from wattgpu.modeling.physical.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
     check_positive,
@@ -54,6 +54,7 @@ from wattgpu.recommendation.ranking import (
     PRICE_COLUMNS,
     TTFT_COLUMNS,
     Predictor,
+    limits_text,
     pareto_front,
     rank_gpus,
     verdict,
@@ -69,6 +70,7 @@ __all__ = [
     "check_prices",
     "check_profile",
     "daily_load",
+    "limits_text",
     "model_predictor",
     "pareto_front",
     "rank_gpus",
@@ -136,6 +138,7 @@ def recommend(
     strict: bool = False,
     concurrency: float | None = None,
     ttft_slo_ms: float | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
@@ -159,10 +162,13 @@ def recommend(
         strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
         concurrency: a server's load as concurrent users of a closed loop (instead of a rate).
         ttft_slo_ms: the time-to-first-token target, ms (asks the TTFT model too).
+        names: what a message calls each input, by keyword (default: the keyword itself; the
+            LLM is "LLM"); the CLI passes its options' names, e.g. ``--requests-per-day``.
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
-        holds the resolved inputs. ``verdict(table, itl_slo_ms)`` says it in one line.
+        holds the resolved inputs. ``verdict(table, itl_slo_ms, strict, ttft_slo_ms)`` says it
+        in one line.
 
     Raises:
         QueryError: a bad input (names the field and the bad value).
@@ -173,54 +179,76 @@ def recommend(
     """
     settings = settings or load_settings()
     catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
-    request = _checked_request(catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens)
-    request["load"] = _checked_load(rate, requests_per_day, load_profile)
-    request["concurrency"] = _checked_users(concurrency, request["load"], scenario)
+    named = _Names({"model": "LLM", "gpus": "GPU", **(names or {})})
+    request = _checked_request(
+        catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens, named
+    )
+    request["load"] = _checked_load(rate, requests_per_day, load_profile, named)
+    request["concurrency"] = _checked_users(concurrency, request["load"], scenario, named)
     if ttft_slo_ms is not None:
-        ttft_slo_ms = check_positive(ttft_slo_ms, "ttft_slo_ms")
+        ttft_slo_ms = check_positive(ttft_slo_ms, named("ttft_slo_ms"))
     request["ttft_slo_ms"] = ttft_slo_ms
-    request["gpus"] = [catalog.resolve_gpu(g) for g in gpus] if gpus else None
-    request["prices"] = _checked_prices(prices, catalog)
+    request["gpus"] = [_resolved(catalog, "gpu", g, named) for g in gpus] if gpus else None
+    request["prices"] = _checked_prices(prices, catalog, named("prices"))
     predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
     table = rank_gpus(catalog=catalog, predictor=predictor, strict=strict, **request)
     table.attrs["request"] = _summary(request, strict)
     return table
 
 
+class _Names(dict):
+    """What a message calls each input: ``names("rate")`` is its given name, else ``rate``."""
+
+    def __call__(self, key: str) -> str:
+        """The name of input ``key`` in messages."""
+        return self.get(key, key)
+
+
+def _resolved(catalog: Catalog, kind: str, name: str, named: _Names) -> str:
+    """The canonical GPU or LLM, or ``UnknownNameError`` naming the input as ``named`` does."""
+    found = catalog.match(kind, name)
+    if found.canonical is None:
+        label = named("model" if kind == "llm" else "gpus")
+        raise UnknownNameError(label, name, found.problem, found.family or found.closest)
+    return found.canonical
+
+
 def _checked_load(
     rate: float | None,
     requests_per_day: float | None,
     load_profile: pd.DataFrame | str | Path | None,
+    named: _Names,
 ) -> pd.DataFrame | None:
     """The day's load from a rate, a daily count or a profile (a frame or a CSV's path)."""
     if isinstance(load_profile, str | Path):
         load_profile = read_load_profile(Path(load_profile))
-    return daily_load(rate, requests_per_day, load_profile)
+    return daily_load(rate, requests_per_day, load_profile, named)
 
 
 def _checked_users(
-    concurrency: float | None, load: pd.DataFrame | None, scenario: str
+    concurrency: float | None, load: pd.DataFrame | None, scenario: str, named: _Names
 ) -> float | None:
     """Concurrent users: a whole number from 1, for a server given no other load."""
     if concurrency is None:
         return None
-    users = check_positive(concurrency, "concurrency")
+    field = named("concurrency")
+    users = check_positive(concurrency, field)
     if users != int(users) or users > USERS_RANGE.high:
-        raise QueryError(f"concurrency must be {USERS_RANGE.describe()}; got {concurrency!r}")
+        raise QueryError(f"{field} must be {USERS_RANGE.describe()}; got {show(concurrency)}")
     if load is not None:
-        raise QueryError("give one load, not rate and concurrency", "concurrency")
+        raise QueryError(f"give one load, not {named('rate')} and {field}", "concurrency")
     if scenario != "server":
-        raise QueryError("concurrency applies to a server only", "concurrency")
+        raise QueryError(f"{field} applies to a server only", "concurrency")
     return users
 
 
 def _checked_prices(
-    prices: Mapping[str, float] | str | Path | None, catalog: Catalog
+    prices: Mapping[str, float] | str | Path | None, catalog: Catalog, name: str
 ) -> dict[str, float] | None:
     """Prices by canonical GPU name, from a mapping or a CSV's path (``None``: no prices)."""
     if isinstance(prices, str | Path):
         prices = read_prices(Path(prices))
-    return check_prices(prices, catalog) if prices is not None else None
+    return check_prices(prices, catalog, name) if prices is not None else None
 
 
 def _checked_request(
@@ -230,19 +258,23 @@ def _checked_request(
     itl_slo_ms: float | None,
     output_tokens: float | None,
     input_tokens: float | None,
+    named: _Names,
 ) -> dict[str, Any]:
     """The LLM, scenario, SLO and token counts checked, as ``rank_gpus`` keywords."""
     if scenario not in SCENARIOS:
-        raise QueryError(f"scenario must be one of {', '.join(SCENARIOS)}; got {scenario!r}")
-    canonical = catalog.resolve_llm(model)
+        raise QueryError(
+            f"{named('scenario')} must be one of {', '.join(SCENARIOS)}; got {show(scenario)}"
+        )
+    canonical = _resolved(catalog, "llm", model, named)
     if itl_slo_ms is not None:
-        itl_slo_ms = check_positive(itl_slo_ms, "itl_slo_ms")
+        itl_slo_ms = check_positive(itl_slo_ms, named("itl_slo_ms"))
+    outputs = check_tokens(output_tokens, named("output_tokens"), DEFAULT_OUTPUT_TOKENS)
     return {
         "model": canonical,
         "scenario": scenario,
         "itl_slo_ms": itl_slo_ms,
-        "output_tokens": check_tokens(output_tokens, "output_tokens", DEFAULT_OUTPUT_TOKENS),
-        "input_tokens": check_tokens(input_tokens, "input_tokens", DEFAULT_INPUT_TOKENS),
+        "output_tokens": outputs,
+        "input_tokens": check_tokens(input_tokens, named("input_tokens"), DEFAULT_INPUT_TOKENS),
     }
 
 

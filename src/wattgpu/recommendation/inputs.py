@@ -19,6 +19,7 @@ import pandas as pd
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import DataError, QueryError
+from wattgpu.modeling.answering.queries import show
 from wattgpu.recommendation.ranking import HOURS
 
 
@@ -30,11 +31,11 @@ def check_positive(value: Any, field: str, allow_zero: bool = False) -> float:
 
     """
     if isinstance(value, bool) or not isinstance(value, Number | np.number):
-        raise QueryError(f"{field} must be a number; got {value!r}", field)
+        raise QueryError(f"{field} must be a number; got {show(value)}", field)
     number = float(value)
     if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
         allowed = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        raise QueryError(f"{field} must be {allowed}; got {value!r}", field)
+        raise QueryError(f"{field} must be {allowed}; got {show(value)}", field)
     return number
 
 
@@ -44,7 +45,7 @@ def check_tokens(value: Any, field: str, default: float) -> float:
         return default
     number = check_positive(value, field)
     if number < 1 or not number.is_integer():
-        raise QueryError(f"{field} must be a whole number >= 1; got {value!r}", field)
+        raise QueryError(f"{field} must be a whole number >= 1; got {show(value)}", field)
     return number
 
 
@@ -91,43 +92,56 @@ def daily_load(
     rate: float | None = None,
     requests_per_day: float | None = None,
     load_profile: pd.DataFrame | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame | None:
-    """The day's load as 24 rows (hour, rate req/s) from exactly one of the three forms, or None."""
+    """The day's load as 24 rows (hour, rate req/s) from exactly one of the three forms, or None.
+
+    ``names``: what a message calls each of the three (default: its keyword).
+    """
+    named = {"rate": "rate", "requests_per_day": "requests_per_day"}
+    named |= {"load_profile": "load_profile", **(names or {})}
     given = [
         n for n, v in (("rate", rate), ("requests_per_day", requests_per_day)) if v is not None
     ]
     if load_profile is not None:
         given.append("load_profile")
     if len(given) > 1:
-        raise QueryError(f"give one load, not {' and '.join(given)}", given[1])
+        raise QueryError(f"give one load, not {' and '.join(named[n] for n in given)}", given[1])
     if load_profile is not None:
         return check_profile(load_profile)
     if requests_per_day is not None:
-        rate = check_positive(requests_per_day, "requests_per_day") / 86400.0
+        rate = check_positive(requests_per_day, named["requests_per_day"]) / 86400.0
     if rate is None:
         return None
-    rate = check_positive(rate, "rate")
+    rate = check_positive(rate, named["rate"])
     return pd.DataFrame({"hour": range(HOURS), "rate": rate})
 
 
-def check_prices(prices: Mapping[str, Any], catalog: Catalog) -> dict[str, float]:
-    """Prices keyed by canonical GPU name; unknown names and negative prices raise."""
+def check_prices(
+    prices: Mapping[str, Any], catalog: Catalog, label: str = "prices"
+) -> dict[str, float]:
+    """Prices keyed by canonical GPU name; unknown names and negative prices raise.
+
+    ``label``: what a message calls the prices (the CLI: ``--price-file``).
+    """
     out: dict[str, float] = {}
     for name, price in prices.items():
         found = catalog.match("gpu", str(name))
         gpu = found.canonical
         if gpu is None:
-            raise QueryError(f"prices: gpu {name!r} {found.problem}", "gpu")
+            raise QueryError(f"{label}: gpu {name!r} {found.problem}", "gpu")
         if gpu in out:
-            raise QueryError(f"prices: gpu {gpu!r} is priced twice (also as {name!r})", "gpu")
+            raise QueryError(f"{label}: gpu {gpu!r} is priced twice (also as {name!r})", "gpu")
         try:
             out[gpu] = check_positive(price, "usd_per_hour", allow_zero=True)
         except QueryError as exc:
-            raise QueryError(f"prices: {exc} (gpu {name!r})", "usd_per_hour") from None
+            raise QueryError(f"{label}: {exc} (gpu {name!r})", "usd_per_hour") from None
     return out
 
 
 def _read_csv(path: Path, what: str, columns: str) -> pd.DataFrame:
+    if Path(path).is_dir():
+        raise DataError(f"{what} {path} is a directory; give a CSV file with columns {columns}")
     if not Path(path).is_file():
         raise DataError(f"{what} not found: {path} (a CSV with columns {columns})")
     try:

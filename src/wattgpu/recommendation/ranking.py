@@ -408,45 +408,82 @@ def _reason(row: pd.Series, usable_gb: float, itl_slo_ms: float | None, strict: 
     return ""
 
 
-def verdict(table: pd.DataFrame, itl_slo_ms: float | None = None, strict: bool = False) -> str:
-    """One line: the best GPU with its numbers, or why there is none (and the closest)."""
-    slo = f"ITL ≤ {itl_slo_ms:g} ms" if itl_slo_ms is not None else "the load"
+def verdict(
+    table: pd.DataFrame,
+    itl_slo_ms: float | None = None,
+    strict: bool = False,
+    ttft_slo_ms: float | None = None,
+) -> str:
+    """One line: the best GPU with its numbers against every limit, or why there is none."""
+    limits = limits_text(itl_slo_ms, ttft_slo_ms) or "the load"
     best = table[table["rank"] == 1]
     if len(best):
-        row = best.iloc[0]
-        parts = [f"{row['power_w']:.0f} W", f"{row['energy_j_per_token']:.3g} J/token"]
-        if pd.notna(row["energy_kwh_per_day"]):
-            parts.append(f"{row['energy_kwh_per_day']:.3g} kWh/day")
-        latency = f"ITL {row['itl_ms']:.0f} ms"
-        if itl_slo_ms is not None:
-            latency += f" (≤ {itl_slo_ms:g} ms"
-            if not row["meets_slo_upper"]:
-                latency += (
-                    f"; up to {row['itl_upper_ms']:.0f} ms at the upper end of its interval"
-                    f"{_calibrated_for(row)}"
-                )
-            latency += ")"
-        line = f"Best: {row['gpu']} — {', '.join([*parts, latency])}"
-        if "cost_rank" in table.columns and (table["cost_rank"] == 1).any():
-            cheap = table[table["cost_rank"] == 1].iloc[0]
-            cost = f"${cheap['usd_per_1m_tokens']:.3g}/1M tokens"
-            line += (
-                f", {cost}"
-                if cheap["gpu"] == row["gpu"]
-                else f". Cheapest: {cheap['gpu']} ({cost})"
-            )
-        return line
+        return _best_line(table, best.iloc[0], itl_slo_ms, strict, ttft_slo_ms)
     fitting = table[table["fits"] & table["itl_ms"].notna()]
-    if itl_slo_ms is not None and len(fitting):
+    if (itl_slo_ms is not None or ttft_slo_ms is not None) and len(fitting):
         column = "itl_upper_ms" if strict else "itl_ms"
-        closest = fitting.loc[fitting[column].idxmin()]
-        where = " at the upper end of its interval" if strict else ""
-        return f"no GPU meets {slo}{where}; closest: {closest['gpu']} ({closest[column]:.1f} ms)"
+        where = " at the upper end of its interval" if strict and itl_slo_ms is not None else ""
+        candidates, shown, name = fitting, column, ""
+        if ttft_slo_ms is not None:  # closest in TTFT among those that meet the ITL limit
+            meet_itl = fitting if itl_slo_ms is None else fitting[fitting[column] <= itl_slo_ms]
+            if len(meet_itl):
+                candidates, shown = meet_itl, "ttft_ms"
+            name = "TTFT " if shown == "ttft_ms" else "ITL "
+        closest = candidates.loc[candidates[shown].idxmin()]
+        return (
+            f"no GPU meets {limits}{where}; closest: {closest['gpu']} "
+            f"({name}{closest[shown]:.1f} ms)"
+        )
     if not table["fits"].any():
         largest = table.loc[table["memory_gb"].idxmax()]
         return f"no GPU fits the model: {largest['gpu']}, the largest, says {largest['reason']}"
     first = table[table["fits"]].iloc[0]
-    return f"no GPU can serve {slo}; closest: {first['gpu']} ({first['reason']})"
+    return f"no GPU can serve {limits}; closest: {first['gpu']} ({first['reason']})"
+
+
+def limits_text(itl_slo_ms: float | None, ttft_slo_ms: float | None) -> str:
+    """The latency limits a ranking is under, in words: ``ITL ≤ 80 ms and TTFT ≤ 500 ms``."""
+    limits = [
+        f"{name} ≤ {slo:g} ms"
+        for name, slo in (("ITL", itl_slo_ms), ("TTFT", ttft_slo_ms))
+        if slo is not None
+    ]
+    return " and ".join(limits)
+
+
+def _best_line(
+    table: pd.DataFrame,
+    row: pd.Series,
+    itl_slo_ms: float | None,
+    strict: bool,
+    ttft_slo_ms: float | None,
+) -> str:
+    """``Best: GPU — W, J/token, kWh/day, ITL (its limit), TTFT (its limit)[, cost]``."""
+    parts = [f"{row['power_w']:.0f} W", f"{row['energy_j_per_token']:.3g} J/token"]
+    if pd.notna(row["energy_kwh_per_day"]):
+        parts.append(f"{row['energy_kwh_per_day']:.3g} kWh/day")
+    latency = f"ITL {row['itl_ms']:.0f} ms"
+    if itl_slo_ms is not None:
+        latency += f" (≤ {itl_slo_ms:g} ms"
+        if strict:
+            latency += f", and {row['itl_upper_ms']:.0f} ms at the upper end of its interval"
+        elif not row["meets_slo_upper"]:
+            latency += (
+                f"; up to {row['itl_upper_ms']:.0f} ms at the upper end of its interval"
+                f"{_calibrated_for(row)}"
+            )
+        latency += ")"
+    parts.append(latency)
+    if ttft_slo_ms is not None:
+        parts.append(f"TTFT {row['ttft_ms']:.0f} ms (≤ {ttft_slo_ms:g} ms)")
+    line = f"Best: {row['gpu']} — {', '.join(parts)}"
+    if "cost_rank" in table.columns and (table["cost_rank"] == 1).any():
+        cheap = table[table["cost_rank"] == 1].iloc[0]
+        cost = f"${cheap['usd_per_1m_tokens']:.3g}/1M tokens"
+        line += (
+            f", {cost}" if cheap["gpu"] == row["gpu"] else f". Cheapest: {cheap['gpu']} ({cost})"
+        )
+    return line
 
 
 def _calibrated_for(row: pd.Series) -> str:

@@ -28,7 +28,7 @@ from wattgpu.data.catalog import (
 from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.errors import QueryError
+from wattgpu.errors import QueryError, listing
 from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
@@ -37,6 +37,8 @@ TEXT_FIELDS = ("engine", "engine_version", "dtype")
 MAX_TEXT_LENGTH = 200
 # Longest bad value quoted back in a message.
 MAX_SHOWN = 60
+# Releases of an engine an unknown version's message lists, newest first (the rest counted).
+ENGINE_RELEASES_LISTED = 8
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,10 @@ class Range:
         """The allowed values in words, e.g. 'a whole number from 1 to 65536'."""
         kind = "a whole number" if self.whole else "a number"
         unit = f" {self.unit}" if self.unit else ""
+        low, high = plain(self.low), plain(self.high)
         if self.low_open:
-            return f"{kind} greater than {self.low:g} and at most {self.high:g}{unit}"
-        return f"{kind} from {self.low:g} to {self.high:g}{unit}"
+            return f"{kind} greater than {low} and at most {high}{unit}"
+        return f"{kind} from {low} to {high}{unit}"
 
 
 # Physical bounds: generous (a GPU or LLM of the next years fits), but a number outside them is
@@ -180,9 +183,23 @@ LISTED_SHAPE = (
 )
 
 
+def plain(number: float) -> str:
+    """A number as a person writes it: whole ones whole (``-4``, not ``-4.0``; ``10000000``)."""
+    number = float(number)
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    return f"{number:g}"
+
+
 def show(value: Any) -> str:
-    """``repr(value)``, cut to ``MAX_SHOWN`` characters: a message never echoes a whole input."""
-    text = repr(value.item() if isinstance(value, np.generic) else value)
+    """``repr(value)``, cut to ``MAX_SHOWN`` characters: a message never echoes a whole input.
+
+    A whole number given as a float is shown whole (a CLI option arrives here as a float).
+    """
+    value = value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return plain(value)
+    text = repr(value)
     return text if len(text) <= MAX_SHOWN else f"{text[: MAX_SHOWN - 5]}...{text[-2:]}"
 
 
@@ -362,7 +379,7 @@ def _typed_columns(frame: pd.DataFrame) -> tuple[Columns, dict[str, tuple[np.nda
 
 
 def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
-    """A stated engine version must be one ``data/engines.csv`` dates (else: say which are)."""
+    """A stated engine version must be one the engine table dates (else: say which are)."""
     if blanks(version).all():  # nothing stated: nothing to look up
         return
     table = releases()
@@ -373,9 +390,10 @@ def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
             continue
         listed = table.years.get(str(name))
         allowed = (
-            f"must be a release of {name} that data/engines.csv dates ({', '.join(listed)})"
+            f"must be a release of {name} with a known date "
+            f"({listing(reversed(listed), ENGINE_RELEASES_LISTED)}; or give engine_year)"
             if listed
-            else f"is known for {', '.join(table.engines())} only (for {name!r}, give engine_year)"
+            else f"is known for {listing(table.engines())} only (for {name!r}, give engine_year)"
         )
         raise QueryError(
             f"engine_version {allowed}; got {show(given)}",
@@ -392,7 +410,7 @@ def _check_dtype(dtype: np.ndarray) -> None:
     for code, value in enumerate(uniques):
         if not pd.isna(value) and str(value).lower() not in known:
             raise QueryError(
-                f"dtype must be one of {', '.join(DTYPES)}; got {show(value)}",
+                f"dtype must be one of {listing(DTYPES)}; got {show(value)}",
                 "dtype",
                 _first(codes == code),
             )
@@ -463,10 +481,12 @@ def _resolve(
     if row is not None:
         name = out[key][row]
         missing = [f for f in required if np.isnan(out[f][row])]
+        # all missing: the list of what to give says it; some given: name the others
+        partly = f" (missing: {', '.join(missing)})" if len(missing) < len(required) else ""
         problem = matches[codes[row]].problem
         raise QueryError(
             f"{key} {show(name)} {problem}, or describe the {kind.upper()} with "
-            f"{', '.join(required)} (missing: {', '.join(missing)})",
+            f"{', '.join(required)}{partly}",
             key,
             row,
         )

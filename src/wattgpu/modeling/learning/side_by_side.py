@@ -187,8 +187,7 @@ def _started(
     task: Callable[..., T], jobs: Sequence[tuple[Any, ...]], *, here: bool
 ) -> Callable[[], list[T]]:
     """The jobs submitted to the workers (``here``: run here once asked for); their answers."""
-    if _stopped:
-        raise Stopped("the job was stopped; no more work is started")
+    refuse_when_stopped()
     if here:
         return lambda: [task(*job) for job in jobs]
     pool = _executor()
@@ -259,6 +258,20 @@ def stop() -> None:
     global _stopped
     _stopped = True
     close()
+
+
+def stopped() -> bool:
+    """Whether the job was stopped (``stop``) and takes no more batches."""
+    return _stopped
+
+
+def refuse_when_stopped() -> None:
+    """Raise ``Stopped`` once the job was stopped: a step that starts then does not start.
+
+    Every batch asks; so do the steps of a job that use no worker (packaging, registering).
+    """
+    if _stopped:
+        raise Stopped("the job was stopped; no more work is started")
 
 
 def _executor() -> ProcessPoolExecutor:
