@@ -579,3 +579,34 @@ def rec_table_header(table: pd.DataFrame) -> str:
     from wattgpu.cli_recommend import format_table
 
     return format_table(table).splitlines()[0]
+
+
+def test_a_gpu_that_cannot_run_the_weight_format_is_left_out_with_the_reason():
+    from wattgpu.data.catalog import Catalog
+
+    catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
+    asked = []
+
+    def predictor(queries, target):
+        asked.append(set(queries["gpu"]))
+        value = np.full(len(queries), 100.0)  # 100 W, 100 ms: any number will do here
+        return pd.DataFrame(
+            {"prediction": value, "lower": value, "upper": value, "warnings": ""},
+            index=queries.index,
+        )
+
+    # gpt-oss-20b ships in MXFP4: FP4 tensor cores from SM100, Marlin FP4 from SM80
+    table = rec.recommend(
+        "openai/gpt-oss-20b",
+        scenario="offline",
+        catalog=catalog,
+        predictor=predictor,
+        gpus=["NVIDIA Tesla V100 SXM2 32GB", "NVIDIA A100 SXM4 80GB"],
+    )
+    rows = by_gpu(table)
+    assert rows["NVIDIA Tesla V100 SXM2 32GB"]["reason"] == (
+        "no engine runs mxfp4 weights on compute capability 7.0"
+    )
+    assert rows["NVIDIA A100 SXM4 80GB"]["reason"] == ""
+    # the V100 is never asked about
+    assert all(gpus == {"NVIDIA A100 SXM4 80GB"} for gpus in asked)

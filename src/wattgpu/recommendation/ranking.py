@@ -331,8 +331,11 @@ def _judged(
         table["meets_slo_upper"] = (
             (table["itl_upper_ms"] <= itl_slo_ms).astype("boolean").where(known, pd.NA)
         )
+    no_kernel = pd.Series(~runnable(phys), index=phys.index)
     table["reason"] = [
-        _reason(row, usable_gb[gpu], itl_slo_ms, strict) or _ttft_reason(row, ttft_slo_ms)
+        _no_kernel_reason(phys.loc[gpu])
+        if no_kernel[gpu]
+        else _reason(row, usable_gb[gpu], itl_slo_ms, strict) or _ttft_reason(row, ttft_slo_ms)
         for gpu, row in table.iterrows()
     ]
     ranked = table["reason"] == ""
@@ -372,6 +375,12 @@ def _ordered(table: pd.DataFrame, with_prices: bool, with_ttft: bool = False) ->
         )
     )
     return table.iloc[order].reset_index(drop=True)
+
+
+def _no_kernel_reason(phys: pd.Series) -> str:
+    """Why a GPU cannot serve the LLM's weight format at all (``data.kernel_paths``)."""
+    capability = float(phys["gpu_compute_capability"])
+    return f"no engine runs {phys['dtype']} weights on compute capability {capability:.1f}"
 
 
 def _ttft_reason(row: pd.Series, ttft_slo_ms: float | None) -> str:
