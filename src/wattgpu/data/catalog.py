@@ -17,9 +17,9 @@ import pandas as pd
 
 from wattgpu.arrays import unique_codes
 from wattgpu.data.kernels import (
-    EFFICIENCY_SOURCE,
     KERNELS_FILE,
     MODELLED_COLUMNS,
+    profiled,
     read_kernels,
     spec_efficiencies,
     with_efficiencies,
@@ -292,8 +292,7 @@ class Catalog:
         frame = pd.DataFrame({k: np.asarray(v, dtype=object) for k, v in specs.items()})
         keys = pd.Series(["|".join(map(str, row)) for row in frame.itertuples(index=False)])
         unique = frame[~keys.duplicated().to_numpy()].set_axis(keys[~keys.duplicated()])
-        profiled = self.gpus[self.gpus[EFFICIENCY_SOURCE].astype(str).str.startswith("kernels")]
-        rows = spec_efficiencies(profiled, unique).reindex(keys.to_numpy())
+        rows = spec_efficiencies(profiled(self.gpus), unique).reindex(keys.to_numpy())
         return {f"gpu_{c}": rows[c].to_numpy(dtype=float) for c in MODELLED_COLUMNS}
 
     def match(self, kind: str, name: str) -> NameMatch:
@@ -312,16 +311,23 @@ class Catalog:
         """The canonical LLM whose id or alias ``name`` is, or ``None`` (data files: no guess)."""
         return self.llm_names.find(name)
 
-    def resolve_gpu(self, name: str) -> str:
-        """The canonical GPU for ``name`` (see ``match``), or raise ``UnknownNameError``."""
-        return self._resolve("gpu", name)
+    def resolve_gpu(self, name: str, label: str | None = None) -> str:
+        """The canonical GPU for ``name`` (see ``match``), or raise ``UnknownNameError``.
 
-    def resolve_llm(self, name: str) -> str:
-        """The canonical LLM for ``name`` (see ``match``), or raise ``UnknownNameError``."""
-        return self._resolve("llm", name)
+        ``label``: what the message calls the input (default: ``GPU``).
+        """
+        return self._resolve("gpu", name, label)
 
-    def _resolve(self, kind: str, name: str) -> str:
+    def resolve_llm(self, name: str, label: str | None = None) -> str:
+        """The canonical LLM for ``name`` (see ``match``), or raise ``UnknownNameError``.
+
+        ``label``: what the message calls the input (default: ``LLM``).
+        """
+        return self._resolve("llm", name, label)
+
+    def _resolve(self, kind: str, name: str, label: str | None) -> str:
         found = self.match(kind, name)
         if found.canonical is None:
-            raise UnknownNameError(found.kind, name, found.problem, found.family or found.closest)
+            suggestions = found.family or found.closest
+            raise UnknownNameError(label or found.kind, name, found.problem, suggestions)
         return found.canonical

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from wattgpu.data.formats import canonical_format
 
@@ -33,15 +32,15 @@ class FormatPaths:
     Attributes:
         native: runs on the format's own tensor cores from here.
         weight_only: runs widened to 16 bits from here (below ``native``).
-        kernel_format: the kernel table's GEMM format the path is costed with, native and
-            weight-only (``None``: the 16-bit GEMM itself).
+        weight_only_kernel: the kernel table's GEMM format the weight-only path is costed with
+            (``None``: the 16-bit GEMM itself; a native path is costed as 16-bit GEMMs are).
         source: where the thresholds come from.
 
     """
 
     native: float
     weight_only: float
-    kernel_format: tuple[str | None, str | None]
+    weight_only_kernel: str | None
     source: str
 
 
@@ -49,31 +48,27 @@ INF = float("inf")
 NO_KERNEL = "none"  # the path of a format no engine runs on the GPU
 VLLM_TABLE = "vLLM docs, quantization 'Supported Hardware' (v0.14/v0.15)"
 FORMAT_PATHS: dict[str, FormatPaths] = {
-    "float32": FormatPaths(0.0, INF, (None, None), "CUDA cores, every GPU"),
+    "float32": FormatPaths(0.0, INF, None, "CUDA cores, every GPU"),
     # 16-bit runs everywhere (tensor cores from Volta; the sheet's FP16 figure says how fast);
     # BF16 tensor cores arrive with Ampere, and engines run a BF16 checkpoint in FP16 below it
-    "float16": FormatPaths(0.0, INF, (None, None), "every GPU"),
-    "bfloat16": FormatPaths(0.0, INF, (None, None), "every GPU"),
-    "fp8": FormatPaths(
-        8.9, 8.0, ("fp8", "int8_wo"), f"{VLLM_TABLE}: FP8 W8A8 Ada+, Marlin FP8 Ampere+"
-    ),
-    "int8": FormatPaths(7.5, INF, ("fp8", None), f"{VLLM_TABLE}: INT8 W8A8 Turing+"),
+    "float16": FormatPaths(0.0, INF, None, "every GPU"),
+    "bfloat16": FormatPaths(0.0, INF, None, "every GPU"),
+    "fp8": FormatPaths(8.9, 8.0, "int8_wo", f"{VLLM_TABLE}: FP8 W8A8 Ada+, Marlin FP8 Ampere+"),
+    "int8": FormatPaths(7.5, INF, None, f"{VLLM_TABLE}: INT8 W8A8 Turing+"),
     "int4": FormatPaths(
-        INF, 7.0, (None, "int4_wo"), f"{VLLM_TABLE}: GPTQ Volta+, AWQ/Marlin Turing/Ampere+"
+        INF, 7.0, "int4_wo", f"{VLLM_TABLE}: GPTQ Volta+, AWQ/Marlin Turing/Ampere+"
     ),
-    "int4_wo": FormatPaths(
-        INF, 7.0, (None, "int4_wo"), f"{VLLM_TABLE}: GPTQ Volta+; TensorRT-LLM int4_wo"
-    ),
+    "int4_wo": FormatPaths(INF, 7.0, "int4_wo", f"{VLLM_TABLE}: GPTQ Volta+; TensorRT-LLM int4_wo"),
     "mxfp4": FormatPaths(
         10.0,
         8.0,
-        ("nvfp4", "int4_wo"),
+        "int4_wo",
         f"{VLLM_TABLE}: Marlin FP4 Ampere+; FP4 tensor cores SM100+",
     ),
     "nvfp4": FormatPaths(
         10.0,
         8.0,
-        ("nvfp4", "int4_wo"),
+        "int4_wo",
         f"{VLLM_TABLE}: Marlin FP4 Ampere+; FP4 tensor cores SM100+",
     ),
 }
@@ -100,21 +95,3 @@ def unsupported_reason(dtype: object) -> str:
     least = min(paths.native, paths.weight_only)
     name = canonical_format(dtype)
     return f"engines run {name} weights from compute capability {least:.1f} ({paths.source})"
-
-
-def path_memory_factors(kernels: pd.DataFrame) -> dict[str, float]:
-    """Per kernel-table GEMM format, its decode GEMMs' bandwidth share over 16-bit's.
-
-    The median over the profiled systems that measured both of the ratio of their median
-    decode-shaped (``m <= 16``) bandwidth shares.
-    """
-    decode = kernels[
-        (kernels["op"] == "gemm")
-        & (kernels["metric"] == "bandwidth_share")
-        & (kernels["size_hi"] <= 16)
-    ]
-    shares = decode.groupby(["gpu", "dtype"])["value"].median().unstack()
-    if "bfloat16" not in shares:
-        return {}
-    ratios = shares.div(shares["bfloat16"], axis=0)
-    return {str(f): float(r) for f, r in ratios.median().items() if f != "bfloat16" and r == r}

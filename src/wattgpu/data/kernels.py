@@ -12,7 +12,7 @@ real kernels reach on the 7 profiled systems. The prior needs, per GPU:
   median over 2, 4 and 8 GPUs of messages up to 4 kB);
 * ``link_efficiency``: the share of the link's one-way bandwidth a large all-reduce reaches,
   counting the ``2 (N - 1) / N`` bytes a ring moves per byte reduced (messages of 8 MB and up);
-* ``<format>_gemm_factor`` (``PATH_FACTOR_COLUMNS``): a decode GEMM's bandwidth share in that
+* ``<format>_gemm_factor`` (``PATH_FACTOR_COLUMNS``): a weight-only decode GEMM's bandwidth share in that
   kernel format over the 16-bit one's, which costs a kernel path
   (:mod:`wattgpu.data.kernel_paths`);
 * ``memory_power_factor``: how the GPU's draw while its memory is busy compares with the other
@@ -30,6 +30,7 @@ model leave-one-system-out on the kernel tables.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,14 +44,15 @@ EFFICIENCY_COLUMNS = (
     "allreduce_latency_s",
     "link_efficiency",
 )
-# Per kernel-table GEMM format that a kernel path is costed with (``wattgpu.data.kernel_paths``),
-# its decode GEMMs' share of the bandwidth over 16-bit GEMMs' on the same GPU.
-PATH_FORMATS = ("fp8", "int8_wo", "int4_wo", "nvfp4")
+# Per weight-only kernel format a kernel path is costed with (``wattgpu.data.kernel_paths``), its
+# decode GEMMs' share of the bandwidth over 16-bit GEMMs' on the same GPU.
+PATH_FORMATS = ("int8_wo", "int4_wo")
 PATH_FACTOR_COLUMNS = tuple(f"{f}_gemm_factor" for f in PATH_FORMATS)
 # How a GPU's draw while its memory is busy compares with the profiled GPUs': the NVML power of
 # its decode-shaped 16-bit GEMMs above idle, over the median of the GPUs measured so.
 MEMORY_POWER_COLUMN = "memory_power_factor"
-IDLE_SHARE = 0.1  # the prior's idle power, a share of the power limit (physics' idle_fraction)
+# The prior's idle power, a share of the power limit (``physics.DEFAULT_CONSTANTS.idle_fraction``).
+IDLE_SHARE = 0.1
 EFFICIENCY_SOURCE = "efficiency_source"
 # What the spec model gives (``spec_efficiencies``), and what it reads of a GPU.
 MODELLED_COLUMNS = (*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN)
@@ -60,6 +62,8 @@ DECODE_M = 16
 PREFILL_M = 1025
 SMALL_MESSAGE_BYTES = 4096
 LARGE_MESSAGE_BYTES = 8 * 2**20
+# What ``link_bandwidth`` reads of a GPU, in its order.
+LINK_INPUTS = ("interconnect", "nvlink_bandwidth_gb_s", "pcie_generation", "pcie_lanes")
 # One lane's one-way bandwidth per PCIe generation, GB/s (after line coding).
 PCIE_LANE_GB_S = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # What a GPU with no profiled peer gets (the medians of the 7 profiled systems, rounded).
@@ -85,33 +89,43 @@ def memory_family(memory_type: object) -> str:
     return "HBM" if text.startswith("HBM") else "GDDR" if text.startswith("GDDR") else "unknown"
 
 
-def link_bandwidth_gb_s(gpus: pd.DataFrame) -> pd.Series:
-    """Each GPU's one-way bandwidth to its peers, GB/s: NVLink where it has it, else PCIe.
+def link_bandwidth(
+    interconnect: Any, nvlink_gb_s: Any, pcie_generation: Any, pcie_lanes: Any
+) -> np.ndarray:
+    """Each GPU's one-way bandwidth to its peers, GB/s (NaN where its specs do not say).
 
-    The catalogue's ``nvlink_bandwidth_gb_s`` is the sheets' total (both directions), so half
-    of it; PCIe is ``lanes x PCIE_LANE_GB_S[generation]``.
+    NVLink where ``interconnect`` says so (any case): the sheets' total, both directions, so
+    half of it; else PCIe, ``lanes x PCIE_LANE_GB_S[generation]``.
     """
-    nvlink = pd.to_numeric(gpus.get("nvlink_bandwidth_gb_s"), errors="coerce") / 2.0
-    generation = pd.to_numeric(gpus.get("pcie_generation"), errors="coerce")
-    lanes = pd.to_numeric(gpus.get("pcie_lanes"), errors="coerce")
-    pcie = lanes * generation.map(PCIE_LANE_GB_S)
-    uses_nvlink = gpus.get("interconnect", pd.Series("", index=gpus.index)).eq("NVLink")
-    return nvlink.where(uses_nvlink & nvlink.notna(), pcie)
+    nvlink = np.asarray(pd.to_numeric(np.asarray(nvlink_gb_s), errors="coerce"), float) / 2.0
+    generation = np.asarray(pd.to_numeric(np.asarray(pcie_generation), errors="coerce"), float)
+    lane = np.array([PCIE_LANE_GB_S.get(int(g), np.nan) if g == g else np.nan for g in generation])
+    lanes = np.asarray(pd.to_numeric(np.asarray(pcie_lanes), errors="coerce"), float)
+    kind = np.char.lower(np.asarray(interconnect, dtype=object).astype(str))
+    return np.where((kind == "nvlink") & np.isfinite(nvlink), nvlink, lanes * lane)
+
+
+def link_bandwidth_gb_s(gpus: pd.DataFrame) -> pd.Series:
+    """``link_bandwidth`` of each GPU of a catalogue table, on its index."""
+    blank = pd.Series(np.nan, index=gpus.index)
+    return pd.Series(link_bandwidth(*(gpus.get(c, blank) for c in LINK_INPUTS)), index=gpus.index)
+
+
+def profiled(gpus: pd.DataFrame) -> pd.DataFrame:
+    """The catalogue rows whose efficiencies were measured (``efficiency_source``)."""
+    return gpus[gpus[EFFICIENCY_SOURCE].astype(str).str.startswith("kernels")]
 
 
 def measured_efficiencies(kernels: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     """``EFFICIENCY_COLUMNS`` of each profiled GPU (index: the catalogue's name)."""
-    gemm = kernels[(kernels["op"] == "gemm") & (kernels["dtype"] == "bfloat16")]
-
-    def engines_median(part: pd.DataFrame) -> pd.Series:
-        return part.groupby(["gpu", "engine"])["value"].median().groupby("gpu").median()
-
-    memory = engines_median(
-        gemm[(gemm["metric"] == "bandwidth_share") & (gemm["size_hi"] <= DECODE_M)]
-    )
-    compute = engines_median(
-        gemm[(gemm["metric"] == "flops_share") & (gemm["size_lo"] >= PREFILL_M)]
-    )
+    decode = gemm_shares(kernels)
+    prefill = kernels[
+        (kernels["op"] == "gemm")
+        & (kernels["dtype"] == "bfloat16")
+        & (kernels["metric"] == "flops_share")
+        & (kernels["size_lo"] >= PREFILL_M)
+    ]
+    compute = prefill.groupby(["gpu", "engine"])["value"].median().groupby("gpu").median()
     nccl = kernels[(kernels["op"] == "all_reduce") & (kernels["engine"] == "nccl")]
     latency = nccl[nccl["size_hi"] <= SMALL_MESSAGE_BYTES].groupby("gpu")["value"].median()
     large = nccl[nccl["size_lo"] >= LARGE_MESSAGE_BYTES]
@@ -121,14 +135,13 @@ def measured_efficiencies(kernels: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataF
     link = achieved.groupby(large["gpu"]).median()
     frame = pd.DataFrame(
         {
-            "memory_efficiency": memory,
+            "memory_efficiency": decode["bfloat16"],
             "compute_efficiency": compute,
             "allreduce_latency_s": latency,
             "link_efficiency": link,
         }
     )
     frame[MEMORY_POWER_COLUMN] = memory_power_factors(kernels).reindex(frame.index)
-    decode = gemm_shares(kernels)
     for fmt, column in zip(PATH_FORMATS, PATH_FACTOR_COLUMNS, strict=True):
         ratio = decode.get(fmt, pd.Series(dtype=float)) / decode["bfloat16"]
         frame[column] = ratio.reindex(frame.index)
@@ -178,24 +191,40 @@ def spec_efficiencies(profiled: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFram
         columns=[*EFFICIENCY_COLUMNS, *PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN],
         dtype=float,
     )
+    everyone = pd.Series(True, index=profiled.index)
+    by_kind: dict[tuple[str, object, object], pd.Series] = {}
     for name, row in gpus.iterrows():
-        same_family = family == memory_family(row.get("memory_type"))
-        peers = [
-            same_family & (profiled["architecture"] == row.get("architecture")),
-            same_family,
-            pd.Series(True, index=profiled.index),
-        ]
-        for column in ("memory_efficiency", "compute_efficiency", *PATH_FACTOR_COLUMNS):
-            out.loc[name, column] = _first_median(profiled[column], peers)
-        # power: only the GPUs of its architecture speak for it (1: the fitted constant alone)
-        out.loc[name, MEMORY_POWER_COLUMN] = _first_median(profiled[MEMORY_POWER_COLUMN], peers[:1])
-        same_link = kind == row.get("interconnect")
-        link_peers = [same_link, pd.Series(True, index=profiled.index)]
-        for column in ("allreduce_latency_s", "link_efficiency"):
-            out.loc[name, column] = _first_median(profiled[column], link_peers)
+        key = (
+            memory_family(row.get("memory_type")),
+            row.get("architecture"),
+            row.get("interconnect"),
+        )
+        if key not in by_kind:
+            by_kind[key] = _spec_model(profiled, family == key[0], key[1], kind == key[2], everyone)
+        out.loc[name] = by_kind[key]
     for column, value in FALLBACK_EFFICIENCIES.items():
         out[column] = out[column].fillna(value)
     return out.fillna({c: 1.0 for c in (*PATH_FACTOR_COLUMNS, MEMORY_POWER_COLUMN)})
+
+
+def _spec_model(
+    profiled: pd.DataFrame,
+    same_family: pd.Series,
+    architecture: object,
+    same_link: pd.Series,
+    everyone: pd.Series,
+) -> pd.Series:
+    """The modelled columns of a GPU of one memory family, architecture and link."""
+    peers = [same_family & (profiled["architecture"] == architecture), same_family, everyone]
+    out = {
+        column: _first_median(profiled[column], peers)
+        for column in ("memory_efficiency", "compute_efficiency", *PATH_FACTOR_COLUMNS)
+    }
+    # power: only the GPUs of its architecture speak for it (1: the fitted constant alone)
+    out[MEMORY_POWER_COLUMN] = _first_median(profiled[MEMORY_POWER_COLUMN], peers[:1])
+    for column in ("allreduce_latency_s", "link_efficiency"):
+        out[column] = _first_median(profiled[column], [same_link, everyone])
+    return pd.Series(out)
 
 
 def _first_median(values: pd.Series, masks: list[pd.Series]) -> float:
@@ -227,8 +256,7 @@ def with_efficiencies(gpus: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.Da
         measured = measured.reindex(out["gpu"])
         for column in (*columns, EFFICIENCY_SOURCE):
             out[column] = measured[column].to_numpy()
-    profiled = out[out[EFFICIENCY_SOURCE].astype(str).str.startswith("kernels")]
-    modelled = spec_efficiencies(profiled, out)
+    modelled = spec_efficiencies(profiled(out), out)
     for column in columns:
         out[column] = out[column].where(out[column].notna(), modelled[column])
     out[EFFICIENCY_SOURCE] = out[EFFICIENCY_SOURCE].fillna(SPEC_MODEL)

@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from wattgpu.errors import DataError
+from wattgpu.errors import DataError, listing
 
 # Names are long and differ in a word; five shown still fits on one line.
 MAX_SHOWN = 5
@@ -62,9 +62,7 @@ class NameMatch:
         if self.canonical is not None:
             return ""
         if self.family:
-            shown = ", ".join(self.family[:MAX_SHOWN])
-            more = len(self.family) - MAX_SHOWN
-            shown += f" and {more} more" if more > 0 else ""
+            shown = listing(self.family, MAX_SHOWN)
             count = f"{len(self.family)} catalogue {self.kind}s"
             return f"could be any of {count}: {shown}; give one of them"
         closest = f"; closest: {', '.join(self.closest)}" if self.closest else ""

@@ -35,7 +35,7 @@ import pandas as pd
 from wattgpu.config import Settings, load_settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
-from wattgpu.errors import QueryError, UnknownNameError
+from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.queries import WORKLOAD_RANGES, show
 from wattgpu.modeling.physical.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
@@ -188,7 +188,7 @@ def recommend(
     if ttft_slo_ms is not None:
         ttft_slo_ms = check_positive(ttft_slo_ms, named("ttft_slo_ms"))
     request["ttft_slo_ms"] = ttft_slo_ms
-    request["gpus"] = [_resolved(catalog, "gpu", g, named) for g in gpus] if gpus else None
+    request["gpus"] = [catalog.resolve_gpu(g, named("gpus")) for g in gpus] if gpus else None
     request["prices"] = _checked_prices(prices, catalog, named("prices"))
     predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
     table = rank_gpus(catalog=catalog, predictor=predictor, strict=strict, **request)
@@ -202,15 +202,6 @@ class _Names(dict):
     def __call__(self, key: str) -> str:
         """The name of input ``key`` in messages."""
         return self.get(key, key)
-
-
-def _resolved(catalog: Catalog, kind: str, name: str, named: _Names) -> str:
-    """The canonical GPU or LLM, or ``UnknownNameError`` naming the input as ``named`` does."""
-    found = catalog.match(kind, name)
-    if found.canonical is None:
-        label = named("model" if kind == "llm" else "gpus")
-        raise UnknownNameError(label, name, found.problem, found.family or found.closest)
-    return found.canonical
 
 
 def _checked_load(
@@ -265,7 +256,7 @@ def _checked_request(
         raise QueryError(
             f"{named('scenario')} must be one of {', '.join(SCENARIOS)}; got {show(scenario)}"
         )
-    canonical = _resolved(catalog, "llm", model, named)
+    canonical = catalog.resolve_llm(model, named("model"))
     if itl_slo_ms is not None:
         itl_slo_ms = check_positive(itl_slo_ms, named("itl_slo_ms"))
     outputs = check_tokens(output_tokens, named("output_tokens"), DEFAULT_OUTPUT_TOKENS)

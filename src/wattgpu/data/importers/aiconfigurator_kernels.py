@@ -33,7 +33,6 @@ import pandas as pd
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import DataError
 
-KERNEL_SOURCE = "nvidia aiconfigurator (systems/data kernel tables, commit 095f58a, Apache-2.0)"
 # AIConfigurator's systems -> the catalogue's variants (its systems/<name>.yaml spec files).
 KERNEL_SYSTEMS = {
     "a100_sxm": "NVIDIA A100 SXM4 80GB",
@@ -77,7 +76,6 @@ GEMM_FORMATS: dict[str, tuple[float, float, str]] = {
 # The engines' own all-reduce under CUDA graphs (what a decode step runs), by kernel name.
 GRAPH_ALLREDUCE = ("graph", "TRTLLM")
 OP_NAMES = {"gemm": "gemm", "attention": "decode_attention", "comm": "all_reduce"}
-ENGINE_NAMES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "nccl": "nccl"}
 
 
 def read_kernel_tables(raw_dir: Path) -> dict[tuple[str, str, str, str, str], pd.DataFrame]:
@@ -123,7 +121,7 @@ def import_kernels(
         if part.empty:
             continue
         part.insert(0, "engine_version", version)
-        part.insert(0, "engine", ENGINE_NAMES.get(engine, engine))
+        part.insert(0, "engine", engine)
         part.insert(0, "op", OP_NAMES[op])
         part.insert(0, "gpu", gpu)
         part.insert(0, "system", system)

@@ -22,7 +22,7 @@ from wattgpu.data.catalog import KERNEL_FEATURES, Catalog
 from wattgpu.data.engines import DEFAULT_ENGINE, engine_years
 from wattgpu.data.formats import BYTES_PER_PARAM, EXPERTS_ONLY_FORMATS, canonical_format
 from wattgpu.data.kernel_paths import FORMAT_PATHS, NO_KERNEL, kernel_path
-from wattgpu.data.kernels import PCIE_LANE_GB_S, SPEC_MODEL_INPUTS
+from wattgpu.data.kernels import LINK_INPUTS, SPEC_MODEL_INPUTS, link_bandwidth
 from wattgpu.modeling.physical import operations, physics
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 
@@ -353,7 +353,9 @@ def _physics(columns: Columns) -> Columns:
         params = params_b * 1e9
         active = _filled(_floats(out["llm_active_params_b"]), params_b) * 1e9
         out["tensor_tflops"] = tensor_tflops(out)
-        out["link_bandwidth_gb_s"] = link_bandwidth(out)
+        out["link_bandwidth_gb_s"] = link_bandwidth(
+            *(_get(out, f"gpu_{c}", n) for c in LINK_INPUTS)
+        )
         out["kernel_path"], out["path_memory_factor"] = kernel_paths(out)
         flops = out["tensor_tflops"] * 1e12
         out["log_params"] = np.log10(params)
@@ -429,7 +431,7 @@ def kernel_paths(out: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
         path = kernel_path(dtype, float(cap)) or NO_KERNEL
         known = FORMAT_PATHS.get(canonical_format(dtype))
         runs = known is not None and path != NO_KERNEL
-        kernel = known.kernel_format[1] if runs and path == "weight-only" else None
+        kernel = known.weight_only_kernel if runs and path == "weight-only" else None
         paths[i], columns[i] = path, None if kernel is None else f"gpu_{kernel}_gemm_factor"
     factor = np.ones(n)
     for column in set(columns) - {None}:
@@ -437,22 +439,6 @@ def kernel_paths(out: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
         factor[rows] = _floats(_get(out, column, n))[rows]
     factor = np.where(np.isfinite(factor) & (factor > 0), factor, 1.0)
     return paths[codes], factor
-
-
-def link_bandwidth(out: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Each row's GPU's one-way bandwidth to its peers, GB/s (NaN where its specs do not say).
-
-    NVLink where the GPU's ``interconnect`` is NVLink (half the sheets' two-way figure), else
-    PCIe: lanes x one lane's rate of its generation (``wattgpu.data.kernels.PCIE_LANE_GB_S``).
-    """
-    n = _length(out)
-    nvlink = _floats(_get(out, "gpu_nvlink_bandwidth_gb_s", n)) / 2.0
-    generation = _floats(_get(out, "gpu_pcie_generation", n))
-    lane = np.array([PCIE_LANE_GB_S.get(int(g), np.nan) if g == g else np.nan for g in generation])
-    pcie = _floats(_get(out, "gpu_pcie_lanes", n)) * lane
-    kind = np.asarray(_get(out, "gpu_interconnect", n), dtype=object).astype(str)
-    uses_nvlink = np.char.lower(kind) == "nvlink"
-    return np.where(uses_nvlink & np.isfinite(nvlink), nvlink, pcie)
 
 
 def tensor_tflops(out: Mapping[str, np.ndarray]) -> np.ndarray:

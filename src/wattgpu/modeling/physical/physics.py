@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import unique_codes
+from wattgpu.data.kernels import IDLE_SHARE
 from wattgpu.modeling.physical.costs import StepCosts, gpu_spec, silicon, step_costs
 from wattgpu.modeling.physical.operations import describe_step, length, values
 from wattgpu.modeling.physical.step import step_time
@@ -101,7 +102,7 @@ DEFAULT_CONSTANTS = PhysicalConstants(
     compute_efficiency=1.3,  # at its bound: decode never looked compute-bound in the real rows
     step_overhead_s=0.002702,
     seq_overhead_s=7.611e-05,
-    idle_fraction=0.1,  # held, not fitted (see calibrate)
+    idle_fraction=IDLE_SHARE,  # held, not fitted (see calibrate)
     memory_power_weight=0.6608,
     compute_power_weight=4.416,
     server_power_factor=0.6629,
