@@ -12,8 +12,8 @@ real kernels reach on the 7 profiled systems. The prior needs, per GPU:
   median over 2, 4 and 8 GPUs of messages up to 4 kB);
 * ``link_efficiency``: the share of the link's one-way bandwidth a large all-reduce reaches,
   counting the ``2 (N - 1) / N`` bytes a ring moves per byte reduced (messages of 8 MB and up);
-* ``<format>_gemm_factor`` (``PATH_FACTOR_COLUMNS``): a weight-only decode GEMM's bandwidth share in that
-  kernel format over the 16-bit one's, which costs a kernel path
+* ``<format>_gemm_factor`` (``PATH_FACTOR_COLUMNS``): a weight-only decode GEMM's bandwidth
+  share in that kernel format over the 16-bit one's, which costs a weight-only kernel path
   (:mod:`wattgpu.data.kernel_paths`);
 * ``memory_power_factor``: how the GPU's draw while its memory is busy compares with the other
   GPUs with per-kernel NVML power (H200, B200, GB200): it scales the power prior's weight of
