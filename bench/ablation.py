@@ -27,10 +27,12 @@ import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 
 from wattgpu.modeling.learning import models, side_by_side
+from wattgpu.modeling.learning.analogs import Evidence, with_analogs
 from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, recipe_of
 from wattgpu.modeling.learning.splits import LLM_BLOCKS, can_split, split_indices
 from wattgpu.modeling.metrics import gpu_ranking_tau, mdape
 from wattgpu.modeling.physical.features import (
+    ANALOG_FEATURES,
     CPU_FLOOR_FEATURES,
     PRIOR_FEATURES,
     RAW_GPU_SPECS,
@@ -66,6 +68,9 @@ class Variant:
     prior_only: bool = False
     # the share of the correction kept at no distance (None: the recipe's default)
     trust: float | None = None
+    # how the measured analogs enter (``analogs``): blended into the answer after the trees
+    # (adopted), as the trees' inputs, or not at all
+    analogs: str = "blended"
 
 
 def _log_itl(target: str, frame: pd.DataFrame) -> pd.Series:
@@ -131,9 +136,15 @@ def _without(members: tuple[tuple[str, ...], ...], *columns: str) -> tuple[tuple
 def variants(target: str) -> list[Variant]:
     """The adopted design first, then one change each."""
     adopted = recipe_of(target).members
+    with_analog_inputs = tuple(
+        tuple(c for c in without if c not in ANALOG_FEATURES) for without in adopted
+    )
     out = [
         Variant("adopted", adopted),
         Variant("physics prior alone (no trees)", adopted, prior_only=True),
+        Variant("no measured analogs", adopted, analogs="none"),
+        Variant("analogs as the trees' inputs, not blended", with_analog_inputs, analogs="inputs"),
+        Variant("analogs as the trees' inputs and blended", with_analog_inputs),
         Variant("correction never shrunk", adopted, novelty_scale=float("inf")),
         Variant("correction shrunk at 0.25 decade", adopted, novelty_scale=0.25),
         Variant("correction shrunk at 1 decade", adopted, novelty_scale=1.0),
@@ -182,9 +193,13 @@ def _fit_predict(
     default_trust = settings.pop(CORRECTION_WEIGHT)
     trust = default_trust if variant.trust is None else variant.trust
     scale = recipe.novelty_scale if variant.novelty_scale is None else variant.novelty_scale
+    evidence = Evidence.of(target, train) if variant.analogs != "none" else None
+    train, test = with_analogs(train, evidence), with_analogs(test, evidence)
     model = models.fit_members(target, train, label, variant.members, settings, seed, scale)
-    model = replace(model, familiarity=replace(model.familiarity, trust=trust))
-    return variant.decode(target, test, models.raw_predict(model, test))
+    blend = evidence if variant.analogs == "blended" else None
+    model = replace(model, familiarity=replace(model.familiarity, trust=trust), evidence=blend)
+    pools = models.Pools(target, test)  # the test rows' analogs found among the training rows
+    return variant.decode(target, test, models.raw_predict(model, test, pools))
 
 
 def score(

@@ -19,6 +19,10 @@ every method:
   predicts it.
 * ``physics-prior`` — the analytical prior alone (the quantity the model's target is relative
   to), with the constants and engine floors of the same folds.
+* ``scaled-nearest`` — the practitioner's method done properly: the same workload measured on
+  other GPUs (or by a sibling LLM of the same family) in the fold's training rows, each
+  measurement's ratio to the prior weighted by nearness, times the prior of the held-out row
+  (``wattgpu.modeling.learning.analogs``); the prior alone where no analog exists.
 * ``load-scaled-tdp`` (power) and ``roofline`` (ITL) — the no-learning baselines
   (``wattgpu.modeling.learning.baselines``); the roofline is the per-request step time
   2·params/bandwidth, compared with the per-request ``itl_s``.
@@ -71,6 +75,7 @@ from wattgpu.modeling.learning import side_by_side
 from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
 from wattgpu.modeling.learning.evaluation import (
     PRIOR_METHOD,
+    SCALED_METHOD,
     TABLE_COLUMNS,
     baseline_predictions,
     intervals_markdown,
@@ -106,6 +111,7 @@ from wattgpu.modeling.physical.targets import MEASURED_COLUMN, TARGETS, rows_wit
 METHODS = (
     "catboost",
     PRIOR_METHOD,
+    SCALED_METHOD,
     "load-scaled-tdp",
     "roofline",
     "prefill-roofline",
@@ -270,11 +276,15 @@ def run(
                 chosen += [{"target": target, **p} for p in params]
                 if target == "itl":
                     records += score_by_statistic(oof, split)
-            if PRIOR_METHOD in methods:
+            prior = None
+            if PRIOR_METHOD in methods or SCALED_METHOD in methods:
                 prior = (
                     oof if oof is not None else prior_out_of_fold(chosen_recipe, data, split, seed)
                 )
+            if PRIOR_METHOD in methods:
                 records += scored(prior.assign(pred=prior["prior"]), PRIOR_METHOD, target, split)
+            if SCALED_METHOD in methods:
+                records += scored(prior.assign(pred=prior["scaled"]), SCALED_METHOD, target, split)
             if BASELINE_OF[target] in methods:
                 records += scored(baseline, BASELINE_OF[target], target, split)
             if NEAREST_METHOD in methods:
@@ -546,7 +556,10 @@ def caption(trials: int) -> str:
         "architectures, tuned without that block, so no figure comes from a model tuned on its "
         "own held-out GPU, LLM or source; the constants and engine floors of the analytical "
         "prior are refitted on each fold's training rows as well, inner folds included. "
-        "physics-prior: that refitted prior alone. xgboost-paper: the paper's fixed settings. "
+        "physics-prior: that refitted prior alone. scaled-nearest: that prior times the "
+        "weighted ratio measured/prior of the row's analogs (same workload on other GPUs in "
+        "the fold's training rows), the prior where it has none. xgboost-paper: the paper's "
+        "fixed settings. "
         "Baselines: no learning. nearest-measured: the same workload measured on the training "
         "GPU nearest in memory bandwidth (CV, LOGO; offline ITL x bandwidth ratio), with the "
         "training LLM nearest in parameters on the same GPU (LOLO), or the closest training "

@@ -117,6 +117,7 @@ def test_mlflow_run_tune_entry_point(tmp_path, small_data):
     assert set(table["method"]) == {
         "catboost",
         "physics-prior",
+        "scaled-nearest",
         "load-scaled-tdp",
         "nearest-measured",
         "catboost (nearest's rows)",

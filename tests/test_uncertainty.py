@@ -165,7 +165,7 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
 
     def bounded(true: np.ndarray) -> Intervals:
         residuals = {UNSEEN_GPU: np.log(true / pred)}
-        return held_out_intervals(ITL, rows, residuals, {"LOGO": (pred, groups)})["LOGO"]
+        return held_out_intervals(ITL, rows, residuals, {"LOGO": (pred, groups, {})})["LOGO"]
 
     before = bounded(true)
     # group a's measurements made ten times worse: a's interval stays, the others' widen
@@ -179,7 +179,7 @@ def test_a_held_out_groups_own_residuals_never_shape_its_interval(small_catalog)
 def test_the_checked_interval_is_the_served_one(small_catalog):
     rows, groups, true, pred = _residual_rows(small_catalog)
     residuals = {UNSEEN_GPU: np.log(true / pred), MEASURED: 0.5 * np.log(true / pred)}
-    checked = held_out_intervals(ITL, rows, residuals, {"LOGO": (pred, groups)})["LOGO"]
+    checked = held_out_intervals(ITL, rows, residuals, {"LOGO": (pred, groups, {})})["LOGO"]
     a = groups == "a"
     # what a server would answer for group a's rows, trained on the others
     served = fit_interval(ITL, rows[~a], {k: r[~a] for k, r in residuals.items()})
@@ -282,14 +282,17 @@ def test_every_split_is_checked_with_its_own_predictions_and_groups(small_catalo
     assert check.held_out["CV"].lower.shape == (16,)
 
 
-def test_the_interval_shares_a_members_inputs(small_catalog):
+def test_the_interval_sees_a_members_inputs_and_the_analogs(small_catalog):
     from wattgpu.modeling.learning.models import Pools
+    from wattgpu.modeling.physical.features import ANALOG_FEATURES
 
     for target in ("power", "itl", "ttft"):
-        # the difficulty model leaves out what one member leaves out: one input serves both
+        # the difficulty model sees what the last member sees, and the analogs no member sees
         for name in ("full", "fast"):
             chosen = recipe_of(target, name)
-            assert chosen.difficulty_without() in chosen.members
+            last = set(chosen.members[-1])
+            assert last - set(chosen.difficulty_without()) == set(ANALOG_FEATURES)
+            assert set(chosen.difficulty_without()) < last
     pools = Pools("power", _rows(small_catalog, [1, 8]))
     assert pools(WITHOUT) is pools(WITHOUT)
 

@@ -66,7 +66,9 @@ def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDT
     reasons = {t: _reasons(t, warnings) for t, a in answers.items() if _missing(a[0])}
     lines = _pack(query_parts(row), width)
     lines += _target_lines(answers, reasons, width)
-    lines += _novelty_lines(row, [t for t in targets if t not in reasons], width)
+    answered = [t for t in targets if t not in reasons]
+    lines += _shared_lines(row, answered, "novelty", "intervals for ", width)
+    lines += _shared_lines(row, answered, "analogs", "measured analogs: ", width)
     shown = {text for texts in reasons.values() for text in texts}
     listed = {text: owners for text, owners in warnings.items() if text not in shown}
     if listed:
@@ -76,21 +78,25 @@ def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDT
     return "\n".join(lines)
 
 
-def _novelty_lines(row: dict[str, Any], targets: list[str], width: int) -> list[str]:
-    """What each interval is calibrated for: ``intervals: power, itl: unseen GPU``.
+def _shared_lines(
+    row: dict[str, Any], targets: list[str], column: str, heading: str, width: int
+) -> list[str]:
+    """One line of what each target's answer says in ``column``, targets that agree together.
 
-    The kind of novelty of the query for each model (``modeling.learning.unseen``), targets
-    that share one named together; nothing for a model logged before the kinds.
+    ``intervals for power, itl: unseen GPU`` (the kind of novelty each interval is calibrated
+    for, ``modeling.learning.unseen``); ``measured analogs: itl: 5 rows, closest on ...`` (the
+    measurements each answer leans on, ``modeling.learning.analogs``). Nothing where no target
+    says anything (a model logged before the column, a query with no analog).
     """
-    by_kind: dict[str, list[str]] = {}
+    by_text: dict[str, list[str]] = {}
     for target in targets:
-        kind = row.get("novelty" if "target" in row else f"{target}_novelty")
-        if not _missing(kind) and kind:
-            by_kind.setdefault(str(kind), []).append(target)
-    if not by_kind:
+        text = row.get(column if "target" in row else f"{target}_{column}")
+        if not _missing(text) and text:
+            by_text.setdefault(str(text), []).append(target)
+    if not by_text:
         return []
-    parts = [f"{', '.join(owners)}: {kind}" for kind, owners in by_kind.items()]
-    return _wrap("intervals for " + " · ".join(parts), width, "", "  ")
+    parts = [f"{', '.join(owners)}: {text}" for text, owners in by_text.items()]
+    return _wrap(heading + " · ".join(parts), width, "", "  ")
 
 
 def _reasons(target: str, warnings: dict[str, list[str]]) -> list[str]:

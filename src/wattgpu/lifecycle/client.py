@@ -103,8 +103,9 @@ def ask_models(
         unit = UNIT[target].lower()
         for column in ANSWER_COLUMNS:
             wide[f"{target}_{column}_{unit}"] = answers[target][column].to_numpy()
-        if "novelty" in answers[target].columns:  # a model logged before the kinds has none
-            wide[f"{target}_novelty"] = answers[target]["novelty"].to_numpy()
+        for column in ("novelty", "analogs"):  # a model logged before them has neither
+            if column in answers[target].columns:
+                wide[f"{target}_{column}"] = answers[target][column].to_numpy()
     texts = zip(*(answers[t]["warnings"] for t in targets), strict=True)
     wide["warnings"] = [merged_warnings(dict(zip(targets, row, strict=True))) for row in texts]
     return wide

@@ -70,6 +70,7 @@ from wattgpu.modeling.learning.uncertainty import (
     fit_interval,
     kind_residuals,
     not_validated_notes,
+    with_held_out_analogs,
 )
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
 from wattgpu.modeling.physical.prior import refit_prior_for
@@ -794,6 +795,7 @@ def fit_bounds(
     recipe: Recipe, rows: pd.DataFrame, oof: dict[str, pd.DataFrame], seed: int
 ) -> Callable[[], IntervalModel]:
     """Start fitting the served interval model on a worker, from the out-of-fold residuals."""
+    rows = with_held_out_analogs(rows, oof)  # the difficulty model sees each row's analogs
     return side_by_side.aside(fit_interval, recipe, rows, kind_residuals(oof), COVERAGE, seed)
 
 

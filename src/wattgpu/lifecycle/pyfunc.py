@@ -1,6 +1,7 @@
 """The served model: an ``mlflow.pyfunc`` model that answers raw query rows.
 
-Its artifacts hold everything it needs — the CatBoost members, the interval's difficulty model, a
+Its artifacts hold everything it needs — the CatBoost members, the interval's difficulty model,
+the evidence its answers lean on (the training rows' keys and residuals, ``analogs``), a
 snapshot of both catalogues and the model card (target, interval factors, training domain) — and
 the ``wattgpu`` package itself travels as code, so it loads and predicts in a process with no
 access to this repository. It is logged as MLflow's *models from code* (``MODEL_CODE``), not as a
@@ -37,6 +38,7 @@ from wattgpu.lifecycle.serving import log_to_stderr
 from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
 from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
 from wattgpu.modeling.answering.queries import ALL_FIELDS, query_frame
+from wattgpu.modeling.learning.analogs import Evidence
 from wattgpu.modeling.learning.models import Regressor
 from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.uncertainty import IntervalModel
@@ -85,8 +87,12 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             member.load_model(artifacts[f"catboost_{number}"])
             members.append((without, member))
         known = self.card.familiarity
+        evidence = artifacts.get("evidence")  # absent from a model logged before the analogs
         self.model = Regressor(
-            self.card.target, members, Familiarity.from_dict(known) if known else None
+            self.card.target,
+            members,
+            Familiarity.from_dict(known) if known else None,
+            Evidence.from_frame(pd.read_csv(evidence)) if evidence else None,
         )
         spec = self.card.interval
         if spec is None:
@@ -217,6 +223,9 @@ def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: 
             path = root / f"model_{number}.cbm"
             member.save_model(str(path))
             artifacts[f"catboost_{number}"] = str(path)
+        if model.evidence is not None:  # the training rows' keys and residuals, not the files
+            model.evidence.to_frame().to_csv(root / "evidence.csv", index=False)
+            artifacts["evidence"] = str(root / "evidence.csv")
         if not isinstance(bounds.difficulty, float):
             bounds.difficulty.save_model(str(root / "interval.cbm"))
             artifacts["interval"] = str(root / "interval.cbm")

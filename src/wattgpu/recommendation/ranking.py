@@ -52,6 +52,10 @@ COLUMNS = {
         "what the ITL interval is calibrated for: measured, unseen GPU, unseen LLM, unseen "
         "set-up (why its upper end is as high as it is)"
     ),
+    "itl_analogs": (
+        "the measurements of the same workload on other GPUs the ITL answer leans on "
+        "(blank: none; the physics and the trees alone)"
+    ),
     "meets_slo": "itl_ms <= the SLO (blank without an SLO)",
     "meets_slo_upper": "itl_upper_ms <= the SLO (blank without an SLO)",
     "ttft_ms": "predicted time to first token, the worst hour (only with a TTFT SLO)",
@@ -110,10 +114,20 @@ def _hourly_predictions(
         # a model logged before the kinds of novelty answers without them
         novelty = answer["novelty"] if "novelty" in answer.columns else pd.Series("", answer.index)
         long[f"{target}_novelty"] = novelty.fillna("").astype(str).to_numpy()
+        analogs = answer["analogs"] if "analogs" in answer.columns else pd.Series("", answer.index)
+        long[f"{target}_analogs"] = analogs.fillna("").astype(str).to_numpy()
     if scenario != "server":  # offline: one row per GPU, whatever the day's rates
         return long.assign(hour=0, rate=np.nan)
     hours = hourly.assign(query_rate=np.where(hourly["rate"] > 0, hourly["rate"], IDLE_RATE_RPS))
     return hours.merge(long, on="query_rate", how="inner")
+
+
+def _at_worst_itl(busy: pd.DataFrame, column: str) -> pd.Series:
+    """Per GPU, ``column`` at its highest ITL (the hour ``itl_ms`` reports)."""
+    if busy.empty:
+        return pd.Series(dtype=object)
+    worst = busy["itl_ms"].fillna(-np.inf).groupby(busy["gpu"], sort=False).idxmax()
+    return pd.Series(busy.loc[worst.to_numpy(), column].to_numpy(), index=worst.index)
 
 
 def _join_warnings(texts: pd.Series) -> str:
@@ -137,6 +151,8 @@ def _aggregate(
             # a GPU's kind of novelty is the same at every rate of its day
             "power_novelty": groups["power_novelty"].first(),
             "itl_novelty": groups["itl_novelty"].first(),
+            # the analogs of its busiest hour (the ITL the ranking reads)
+            "itl_analogs": _at_worst_itl(busy, "itl_analogs"),
             "warnings": long.filter(like="_warnings")
             .agg("; ".join, axis=1)
             .groupby(long["gpu"], sort=False)

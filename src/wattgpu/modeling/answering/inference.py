@@ -17,6 +17,7 @@ from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
 from wattgpu.modeling.answering.queries import check_query_columns
 from wattgpu.modeling.learning import models
+from wattgpu.modeling.learning.analogs import attach, find_in
 from wattgpu.modeling.learning.uncertainty import (
     IntervalModel,
     Intervals,
@@ -47,6 +48,7 @@ OUTPUT_COLUMNS = (
     "upper",
     "unit",
     "novelty",
+    "analogs",
     "warnings",
 )
 FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper")
@@ -91,6 +93,8 @@ def answer_columns(
     """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
     target = card.target
     rows = build_features(check_query_columns(queries, catalog), catalog)
+    found = find_in(getattr(model, "evidence", None), rows)  # None: logged before the analogs
+    rows = attach(rows, found)
     pools = models.Pools(target, rows)  # the members and the interval share their inputs
     value = np.asarray(models.predict_si(target, model, rows, pools), dtype=float)
     bounded = intervals(bounds, rows, value, pools)
@@ -107,6 +111,8 @@ def answer_columns(
         answer[column] = np.where(unrunnable, np.nan, values * scale)
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
     answer["novelty"] = bounded.novelty
+    # the measured rows the answer leans on, in words ('' where none)
+    answer["analogs"] = found.support()
     answer["warnings"] = joined(
         np.asarray(domain_warnings(rows, card.domain), dtype=object),
         interval_notes(target, np.asarray(rows["scenario"]), bounded),

@@ -14,6 +14,7 @@ import pandas as pd
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling.learning import models, side_by_side
+from wattgpu.modeling.learning.analogs import Evidence
 from wattgpu.modeling.learning.baselines import (
     BASELINES,
     NEAREST_BY_SPLIT,
@@ -33,8 +34,8 @@ from wattgpu.modeling.learning.splits import (
     split_indices,
 )
 from wattgpu.modeling.metrics import LOAD_COLUMNS, summarise
-from wattgpu.modeling.physical.features import DEFAULT_ITL_STATISTIC
-from wattgpu.modeling.physical.targets import MEASURED_COLUMN, PRIOR_COLUMN
+from wattgpu.modeling.physical.features import ANALOG_FEATURES, DEFAULT_ITL_STATISTIC
+from wattgpu.modeling.physical.targets import MEASURED_COLUMN, PRIOR_COLUMN, capped
 
 # A tuner: the hyperparameters it chose on these rows alone, for an objective of this split's
 # MdAPE (``wattgpu.lifecycle.tuning.tuner``; ``modeling`` itself never imports Optuna).
@@ -48,6 +49,9 @@ PreparedFold = tuple[pd.DataFrame, pd.DataFrame]
 # The analytical prior alone (the column the target is the log-ratio to), fitted like the model:
 # with ``prepare``, its constants and engine floors come from each fold's training side.
 PRIOR_METHOD = "physics-prior"
+# The practitioner's method done properly: the prior x exp(the weighted residual of the row's
+# measured analogs in the fold's training rows, ``analogs``), the prior alone where it has none.
+SCALED_METHOD = "scaled-nearest"
 # The workload columns an answer carries, so that the GPU ranking compares like with like
 # (``metrics.workload_labels``).
 WORKLOAD_COLUMNS = (*LOAD_COLUMNS, "input_tokens", "output_tokens", "num_gpus")
@@ -66,14 +70,19 @@ TABLE_COLUMNS = (
 
 
 def predictions_frame(
-    target: str, frame: pd.DataFrame, pred: np.ndarray, prior: np.ndarray | None = None
+    target: str,
+    frame: pd.DataFrame,
+    pred: np.ndarray,
+    prior: np.ndarray | None = None,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """The frame of every out-of-fold answer: ``gpu``, ``model``, ``scenario``, ``true``, ``pred``.
 
     ``true`` is ``frame``'s measured ``target`` and ``pred`` the given answers, both in SI units;
     ``itl_statistic`` says which ITL statistic the row measured (the served one when unknown);
     the ``WORKLOAD_COLUMNS`` that ``frame`` has and ``source_family`` come along; ``prior``, when
-    given, is the analytical prior's answer (``PRIOR_METHOD``).
+    given, is the analytical prior's answer (``PRIOR_METHOD``); ``extra`` columns are added as
+    given (the fold's ``scaled`` answer, ``SCALED_METHOD``, and the analog inputs).
     """
     statistic = (
         frame["itl_statistic"].to_numpy()
@@ -94,6 +103,8 @@ def predictions_frame(
     )
     if prior is not None:
         out["prior"] = prior
+    for name, values in (extra or {}).items():
+        out[name] = values
     return out
 
 
@@ -235,11 +246,14 @@ def submit_fold_sets(
         for folds in fold_sets:
             pred = np.full(len(frame), np.nan)
             prior = np.full(len(frame), np.nan)
+            extra = {name: np.full(len(frame), np.nan) for name in FOLD_COLUMNS}
             mine = fitted[start : start + len(folds)]
-            for (_, test), (answer, baseline) in zip(folds, mine, strict=True):
+            for (_, test), (answer, baseline, columns) in zip(folds, mine, strict=True):
                 pred[test] = answer
                 prior[test] = baseline
-            out.append(predictions_frame(recipe.target, frame, pred, prior))
+                for name, values in columns.items():
+                    extra[name][test] = values
+            out.append(predictions_frame(recipe.target, frame, pred, prior, extra))
             start += len(folds)
         return out
 
@@ -250,25 +264,37 @@ def _prepared(prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame) 
     return (train, test) if prepare is None else prepare(train, test)
 
 
+# What a fold answers beside the model and the prior, per test row: ``SCALED_METHOD``'s answer and
+# the analog inputs the model had.
+FOLD_COLUMNS = ("scaled", *ANALOG_FEATURES)
+
+
 def _fit_predict(
     recipe: Recipe,
     fold: Shared[PreparedFold],
     params: dict[str, Any] | None,
     seed: int,
     prepare: Prepare | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The model's answers on the fold's test rows and the analytical prior's, both in SI units.
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The model's answers on the fold's test rows, the prior's and ``FOLD_COLUMNS``, in SI units.
 
     The fold's sides, rewritten by ``prepare``, and their featurised rows are kept with it for
-    the next fit on the same fold (the next trial's).
+    the next fit on the same fold (the next trial's). The test rows' analogs come from the
+    fold's training rows alone.
     """
+    target = recipe.target
     train, test = fold.derived("sides", lambda sides: _prepared(prepare, *sides))
+    evidence = fold.derived("evidence", lambda _: Evidence.of(target, train))
     fit_pools = fold.derived("fit", lambda _: models.training_pools(recipe, train))
-    test_pools = fold.derived("test", lambda _: models.Pools(recipe.target, test))
+    found = fold.derived("analogs", lambda _: evidence.find(test).columns())
+    test_pools = fold.derived("test", lambda _: models.Pools(target, test.assign(**found)))
     model = models.fit(recipe, train, params, seed=seed, threads=1, pools=fit_pools)
-    _, prior = PRIOR_COLUMN[recipe.target]
-    answer = models.predict_si(recipe.target, model, test, test_pools)
-    return answer, test[prior].to_numpy(dtype=float)
+    _, prior_column = PRIOR_COLUMN[target]
+    prior = test[prior_column].to_numpy(dtype=float)
+    answer = models.predict_si(target, model, test, test_pools)
+    residual = np.nan_to_num(found[ANALOG_FEATURES[0]])  # no analog: the prior alone
+    scaled = capped(target, test, prior * np.exp(residual))
+    return answer, prior, {"scaled": scaled, **found}
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -481,8 +507,9 @@ def evaluate(
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """The evaluation table of the CatBoost model and the baselines on every split and scenario.
 
-    Beside the model: the analytical prior alone (``PRIOR_METHOD``), its target's no-learning
-    baseline, and the nearest-measured baseline with the model scored again on the rows that
+    Beside the model: the analytical prior alone (``PRIOR_METHOD``), the prior scaled by the
+    row's measured analogs (``SCALED_METHOD``), its target's no-learning baseline, and the
+    nearest-measured baseline with the model scored again on the rows that
     baseline answers (``score_beside_nearest``). A split the rows cannot form (LOSO on a target
     one source measured) is left out.
 
@@ -537,6 +564,10 @@ def evaluate(
         if "prior" in oof[split].columns:
             records += score(
                 oof[split].assign(pred=oof[split]["prior"]), PRIOR_METHOD, target, split
+            )
+        if "scaled" in oof[split].columns:
+            records += score(
+                oof[split].assign(pred=oof[split]["scaled"]), SCALED_METHOD, target, split
             )
         records += score(baseline, method, target, split)
         records += score_beside_nearest(oof[split], nearest[split], target, split)

@@ -22,8 +22,10 @@ from wattgpu.modeling.learning.uncertainty import (
     COVERAGE,
     Intervals,
     fit_interval,
+    held_out_analogs,
     intervals,
     kind_residuals,
+    with_held_out_analogs,
 )
 
 
@@ -31,7 +33,7 @@ def held_out_intervals(
     recipe: Recipe,
     frame: pd.DataFrame,
     residuals: Mapping[str, np.ndarray],
-    checks: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    checks: Mapping[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]],
     coverage: float = COVERAGE,
     seed: int = 0,
 ) -> dict[str, Intervals]:
@@ -45,7 +47,8 @@ def held_out_intervals(
         recipe: the target's recipe.
         frame: rows with features.
         residuals: per kind, every row's held-out residual (``kind_residuals``).
-        checks: per split, (the split's held-out predictions of every row, each row's group).
+        checks: per split, (the split's held-out predictions of every row, each row's group,
+            and the analog inputs each row had when held out, ``held_out_analogs``).
         coverage: nominal coverage.
         seed: CatBoost's and the inner folds' seed.
 
@@ -53,21 +56,22 @@ def held_out_intervals(
 
     """
     jobs = []
-    for split, (pred, groups) in checks.items():
+    for split, (pred, groups, analogs) in checks.items():
         groups = np.asarray(groups)
         for group in np.unique(groups):
             held = groups == group
             if not held.all():
-                jobs.append((split, held, np.asarray(pred, float)))
+                mine = {c: np.asarray(v)[held] for c, v in analogs.items()}
+                jobs.append((split, held, np.asarray(pred, float), mine))
 
     # The rows travel to each worker once, not once per group (a group's job names them).
     rows = side_by_side.Shared((frame, dict(residuals)))
     answers = side_by_side.run(
         _held_group_intervals,
-        [(recipe, rows, held, pred[held], coverage, seed) for _, held, pred in jobs],
+        [(recipe, rows, held, pred[held], mine, coverage, seed) for _, held, pred, mine in jobs],
     )
     out: dict[str, Intervals] = {}
-    for (split, held, _), answer in zip(jobs, answers, strict=True):
+    for (split, held, _, _), answer in zip(jobs, answers, strict=True):
         if split not in out:
             n = len(frame)
             out[split] = Intervals(
@@ -87,17 +91,19 @@ def _held_group_intervals(
     rows: side_by_side.Shared[tuple[pd.DataFrame, dict[str, np.ndarray]]],
     held: np.ndarray,
     pred: np.ndarray,
+    analogs: dict[str, np.ndarray],
     coverage: float,
     seed: int,
 ) -> Intervals:
     """The intervals of the ``held`` rows from a model fitted on the other rows alone.
 
-    ``rows``: every row with features, and per kind their held-out residuals.
+    ``rows``: every row with features, and per kind their held-out residuals. ``analogs``: the
+    analog inputs the held rows had when they were predicted (as a served query has its own).
     """
     frame, residuals = rows.value
     train = {kind: np.asarray(values)[~held] for kind, values in residuals.items()}
     model = fit_interval(recipe, frame[~held], train, coverage, seed)
-    return intervals(model, frame[held], pred)
+    return intervals(model, frame[held].assign(**analogs), pred)
 
 
 def interval_figures(
@@ -237,8 +243,13 @@ def check_intervals(
 
     """
     residuals = kind_residuals(oof)
-    checks = {s: (oof[s]["pred"].to_numpy(float), folds[s]) for s in oof if s in folds}
-    held_out = held_out_intervals(recipe, frame, residuals, checks, coverage, seed)
+    checks = {
+        s: (oof[s]["pred"].to_numpy(float), folds[s], held_out_analogs(oof[s]))
+        for s in oof
+        if s in folds
+    }
+    fitted_on = with_held_out_analogs(frame, oof)
+    held_out = held_out_intervals(recipe, fitted_on, residuals, checks, coverage, seed)
     by_split, cells = {}, []
     for split, bounded in held_out.items():
         part = oof[split]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from catboost import CatBoostRegressor, FeaturesData, Pool
 
+from wattgpu.modeling.learning.analogs import Evidence, blended, with_analogs
 from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, Recipe
 from wattgpu.modeling.physical.features import (
@@ -37,6 +38,13 @@ class Regressor:
     # what the members were trained on: their correction shrinks with a query's distance from
     # it (``novelty``); None keeps the correction whole
     familiarity: Familiarity | None = None
+    # the training rows a query's analogs are found among (``analogs``); None: a model fitted
+    # without them (every analog input blank)
+    evidence: Evidence | None = None
+
+    def with_analogs(self, rows: Any) -> Any:
+        """``rows`` (with features) and the analog inputs their answer rests on."""
+        return with_analogs(rows, self.evidence)
 
     def feature_importance(self) -> pd.Series:
         """Mean CatBoost importance per feature over the members (0 where a member lacks it)."""
@@ -192,10 +200,13 @@ def fit(
     settings = {**recipe.catboost_params(params), "thread_count": threads}
     trust = settings.pop(CORRECTION_WEIGHT)
     label = encode(target, frame)
+    pools = training_pools(recipe, frame) if pools is None else pools
     model = fit_members(
         target, frame, label, recipe.members, settings, seed, recipe.novelty_scale, pools
     )
-    return replace(model, familiarity=replace(model.familiarity, trust=trust))
+    familiarity = replace(model.familiarity, trust=trust)
+    evidence = Evidence.of(target, frame)
+    return replace(model, familiarity=familiarity, evidence=evidence)
 
 
 def training_pools(recipe: Recipe, frame: pd.DataFrame) -> Pools:
@@ -206,17 +217,23 @@ def training_pools(recipe: Recipe, frame: pd.DataFrame) -> Pools:
 def raw_predict(
     model: Regressor, frame: pd.DataFrame | Mapping[str, np.ndarray], pools: Pools | None = None
 ) -> np.ndarray:
-    """The members' mean answer in target space (before ``decode``), shrunk with novelty."""
-    pools = pools or Pools(model.target, frame)
+    """The answer in target space (before ``decode``), with the row's measured analogs.
+
+    The members' correction, shrunk with novelty, blended with the analogs' residual
+    (``analogs.blended``). ``pools``, when given, were built from ``model.with_analogs(frame)``.
+    """
+    pools = pools or Pools(model.target, model.with_analogs(frame))
     # One thread: on a query CatBoost's thread pool costs more than it saves (a 1,000-row batch
     # took 0.74 ms on 2 threads, 0.34 ms on one), and each server worker is a process of its own.
     correction = np.mean(
         [member.predict(pools(without), thread_count=1) for without, member in model.members],
         axis=0,
     )
-    if model.familiarity is None:
+    if model.familiarity is not None:
+        correction = correction * model.familiarity.weight(frame)
+    if model.evidence is None:  # a model without analogs (fitted or logged before them)
         return correction
-    return correction * model.familiarity.weight(frame)
+    return blended(correction, pools.columns)
 
 
 def predict_si(

@@ -22,7 +22,12 @@ from typing import Any
 from wattgpu.config import DEFAULT_RECIPE, RECIPES
 from wattgpu.errors import ConfigError
 from wattgpu.modeling.learning.splits import DEFAULT_FOLDS, Folds
-from wattgpu.modeling.physical.features import CPU_FLOOR_FEATURES, PRIOR_FEATURES, RAW_GPU_SPECS
+from wattgpu.modeling.physical.features import (
+    ANALOG_FEATURES,
+    CPU_FLOOR_FEATURES,
+    PRIOR_FEATURES,
+    RAW_GPU_SPECS,
+)
 from wattgpu.modeling.physical.targets import check_target
 
 
@@ -115,9 +120,10 @@ class Recipe:
 
         That member lacks the GPU specs that name the product: with them the difficulty model
         would learn which GPUs were hard instead of which regimes are, and a query's GPU is
-        usually one it has not seen.
+        usually one it has not seen. Unlike the members, it sees the analogs: close, agreeing
+        ones make an answer easier.
         """
-        return self.members[-1]
+        return tuple(c for c in self.members[-1] if c not in ANALOG_FEATURES)
 
 
 # Per target, the columns each member leaves out of the feature matrix. Power is learnt without
@@ -128,13 +134,15 @@ class Recipe:
 # name: it acts through the prior's engine floor and paired-row factor only (LOGO offline 17.7
 # -> 15.1 %, LOSO offline 41.2 -> 38.3 %, server 39.3 -> 41.0 %). Each choice measured by
 # bench/ablation.py.
+# No member sees the analogs (``analogs``): their residual is blended into the answer after the
+# trees (``analogs.blended``); as tree inputs they lost LOGO ITL points (docs/model.md).
 MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "power": ((*RAW_GPU_SPECS, *PRIOR_FEATURES),),
+    "power": ((*RAW_GPU_SPECS, *PRIOR_FEATURES, *ANALOG_FEATURES),),
     "itl": (
-        (*CPU_FLOOR_FEATURES, "engine"),
-        (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES, "engine"),
+        (*CPU_FLOOR_FEATURES, "engine", *ANALOG_FEATURES),
+        (*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES, "engine", *ANALOG_FEATURES),
     ),
-    "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES),),
+    "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES, *ANALOG_FEATURES),),
 }
 
 # The share of the trees' correction to the prior that a model keeps (``novelty``), tuned with

@@ -41,6 +41,7 @@ from wattgpu.modeling.learning.unseen import (
     Seen,
     novelty_labels,
 )
+from wattgpu.modeling.physical.features import ANALOG_FEATURES
 from wattgpu.modeling.physical.targets import capped
 
 COVERAGE = 0.9
@@ -272,6 +273,26 @@ def _cross_fitted_difficulty(
         model = fit_difficulty(recipe, frame.iloc[train], residuals[train], seed)
         out[test] = difficulty(model, target, frame.iloc[test], without)
     return out
+
+
+def held_out_analogs(oof: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The analog inputs (``ANALOG_FEATURES``) each row of ``oof`` had when it was held out.
+
+    Empty for predictions made without them.
+    """
+    if not all(c in oof.columns for c in ANALOG_FEATURES):
+        return {}
+    return {c: oof[c].to_numpy(dtype=float) for c in ANALOG_FEATURES}
+
+
+def with_held_out_analogs(frame: pd.DataFrame, oof: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """``frame`` with the analog inputs its rows had when their GPU was held out (``LOGO``).
+
+    What the difficulty model learns from: its label is the unseen GPU's residual, which the
+    row's analogs among the other GPUs' rows shaped (a served query's analogs are found so too).
+    """
+    split = "LOGO" if "LOGO" in oof else next(iter(oof), None)
+    return frame if split is None else frame.assign(**held_out_analogs(oof[split]))
 
 
 def kind_residuals(oof: Mapping[str, pd.DataFrame]) -> dict[str, np.ndarray]:

@@ -53,6 +53,17 @@ TENSOR_FORMAT_COLUMN = {
 # Share of the memory left after the weights that an engine gives to the KV cache.
 KV_CACHE_MEMORY_SHARE = 0.9
 
+# What the measured analogs of a row say (``wattgpu.modeling.learning.analogs`` fills them from
+# the training rows; blank where a row has none): their weighted residual to the prior, its
+# spread, their count, their weighted distance from the row and the part of it their GPUs make.
+ANALOG_FEATURES = (
+    "analog_residual",
+    "analog_spread",
+    "analog_count",
+    "analog_distance",
+    "analog_gpu_distance",
+)
+
 # Columns of a frame as arrays: what the functions below pass to each other.
 Columns = dict[str, np.ndarray]
 # Rows as a caller holds them: a frame (training, tests) or columns (the served model).
@@ -111,6 +122,7 @@ NUMERIC_FEATURES = (
     "log_prior_itl_s",
     "log_prior_power_cpu_tdp",
     "log_prior_itl_cpu_s",
+    *ANALOG_FEATURES,
 )
 FEATURE_COLUMNS = CATEGORICAL_FEATURES + NUMERIC_FEATURES
 # The analytical prior without and with the engine's host-side floor (see ``with_prior``): the
