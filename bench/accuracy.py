@@ -300,6 +300,7 @@ def run(
             check = check_intervals(chosen_recipe, data, oofs, folds, seed=seed)
             for split, found in model_records.items():
                 records += with_intervals(found, oofs[split], check, split)
+                records += analog_records(oofs[split], check, target, split)
             cells.append(check.cells.assign(target=target))
     table = pd.DataFrame.from_records(records, columns=list(BENCH_COLUMNS))
     interval_table = (
@@ -398,6 +399,33 @@ def with_intervals(
                 oof["true"][rows], oof["pred"][rows], held_out.lower[rows], held_out.upper[rows]
             )
         )
+    return records
+
+
+# The model and scaled-nearest scored again on the rows with measured analogs (and intervals).
+ON_ANALOG_ROWS = " (rows with analogs)"
+
+
+def analog_records(
+    oof: pd.DataFrame, check: IntervalCheck, target: str, split: str
+) -> list[dict[str, Any]]:
+    """The model (with its intervals) and ``scaled-nearest`` on the rows that had analogs."""
+    has = (oof["analog_count"] > 0).to_numpy()
+    held_out = check.held_out.get(split)
+    records = []
+    for scenario in sorted(set(oof["scenario"][has])):
+        rows = has & (oof["scenario"] == scenario).to_numpy()
+        part = oof[rows]
+        model = score(part, "catboost" + ON_ANALOG_ROWS, target, split)
+        if held_out is not None:
+            figures = interval_figures(
+                part["true"], part["pred"], held_out.lower[rows], held_out.upper[rows]
+            )
+            model = [{**r, **figures} for r in model]
+        scaled = score(
+            part.assign(pred=part["scaled"]), SCALED_METHOD + ON_ANALOG_ROWS, target, split
+        )
+        records += model + scaled
     return records
 
 

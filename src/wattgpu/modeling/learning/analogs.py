@@ -22,6 +22,7 @@ analog the residual is blank: the answer rests on the prior alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import blanks
 from wattgpu.modeling.physical.features import ANALOG_FEATURES
 from wattgpu.modeling.physical.targets import PRIOR_COLUMN
 
@@ -122,6 +124,14 @@ class Evidence:
     def __len__(self) -> int:
         return len(self.table["residual"])
 
+    @functools.cached_property
+    def _by_key(self) -> dict[tuple, np.ndarray]:
+        """The positions of the rows of each key (``KEY_COLUMNS``), found once per evidence."""
+        codes, keys = _key_codes(self.table)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(keys) + 1))
+        return {key: order[bounds[i] : bounds[i + 1]] for i, key in enumerate(keys)}
+
     def to_frame(self) -> pd.DataFrame:
         """A frame of ``EVIDENCE_COLUMNS`` (what the served model ships)."""
         return pd.DataFrame({c: self.table[c] for c in EVIDENCE_COLUMNS})
@@ -146,16 +156,11 @@ class Evidence:
         count = np.zeros(n)
         best = np.full(n, np.inf)
         best_at = np.full(n, -1)
-        if len(self) and n:
-            own, theirs = _key_hashes(asked), _key_hashes(self.table)
-            order = np.argsort(theirs, kind="stable")
-            sorted_keys = theirs[order]
-            keys, codes = np.unique(own, return_inverse=True)
-            starts = np.searchsorted(sorted_keys, keys, side="left")
-            ends = np.searchsorted(sorted_keys, keys, side="right")
-            for code in np.flatnonzero(ends > starts):
+        codes, keys = _key_codes(asked)
+        for code, key in enumerate(keys):
+            candidates = self._by_key.get(key)
+            if candidates is not None:
                 queries = np.flatnonzero(codes == code)
-                candidates = order[starts[code] : ends[code]]
                 _accumulate(asked, self.table, queries, candidates, sums, count, best, best_at)
         weight = sums[:, 0]
         some = weight > 0
@@ -297,13 +302,15 @@ def _logs(rows: pd.DataFrame | Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def _texts(values: np.ndarray) -> np.ndarray:
-    """Text labels, blank as ''."""
-    out = np.asarray(values, dtype=object).copy()
-    out[pd.isna(out)] = ""
-    return out.astype(str).astype(object)
+    """Text labels as given, blank as ''."""
+    out = np.asarray(values, dtype=object)
+    blank = blanks(out)
+    return np.where(blank, "", out) if blank.any() else out
 
 
-def _key_hashes(table: Mapping[str, np.ndarray]) -> np.ndarray:
-    """One 64-bit hash per row of its ``KEY_COLUMNS`` (alike in the evidence and a query)."""
-    frame = pd.DataFrame({c: table[c] for c in KEY_COLUMNS})
-    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
+def _key_codes(table: Mapping[str, np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
+    """Each row's code (a position in the keys), and the distinct keys (``KEY_COLUMNS``)."""
+    index: dict[tuple, int] = {}
+    rows = zip(*(table[c].tolist() for c in KEY_COLUMNS), strict=True)
+    codes = np.fromiter((index.setdefault(key, len(index)) for key in rows), dtype=np.intp)
+    return codes, list(index)
