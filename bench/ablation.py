@@ -68,9 +68,9 @@ class Variant:
     prior_only: bool = False
     # the share of the correction kept at no distance (None: the recipe's default)
     trust: float | None = None
-    # how the measured analogs enter (``analogs``): blended into the answer after the trees
-    # (adopted), as the trees' inputs, or not at all
-    analogs: str = "blended"
+    # how the measured analogs enter (``analogs``): blended into the answer after the trees, as
+    # the trees' inputs (and blended), or not at all; None: as the recipe says
+    analogs: str | None = None
 
 
 def _log_itl(target: str, frame: pd.DataFrame) -> pd.Series:
@@ -143,8 +143,9 @@ def variants(target: str) -> list[Variant]:
         Variant("adopted", adopted),
         Variant("physics prior alone (no trees)", adopted, prior_only=True),
         Variant("no measured analogs", adopted, analogs="none"),
+        Variant("measured analogs blended", adopted, analogs="blended"),
         Variant("analogs as the trees' inputs, not blended", with_analog_inputs, analogs="inputs"),
-        Variant("analogs as the trees' inputs and blended", with_analog_inputs),
+        Variant("analogs as the trees' inputs and blended", with_analog_inputs, analogs="blended"),
         Variant("correction never shrunk", adopted, novelty_scale=float("inf")),
         Variant("correction shrunk at 0.25 decade", adopted, novelty_scale=0.25),
         Variant("correction shrunk at 1 decade", adopted, novelty_scale=1.0),
@@ -193,10 +194,11 @@ def _fit_predict(
     default_trust = settings.pop(CORRECTION_WEIGHT)
     trust = default_trust if variant.trust is None else variant.trust
     scale = recipe.novelty_scale if variant.novelty_scale is None else variant.novelty_scale
-    evidence = Evidence.of(target, train) if variant.analogs != "none" else None
+    analogs = variant.analogs or ("blended" if recipe.analogs else "none")
+    evidence = Evidence.of(target, train) if analogs != "none" else None
     train, test = with_analogs(train, evidence), with_analogs(test, evidence)
     model = models.fit_members(target, train, label, variant.members, settings, seed, scale)
-    blend = evidence if variant.analogs == "blended" else None
+    blend = evidence if analogs == "blended" else None
     model = replace(model, familiarity=replace(model.familiarity, trust=trust), evidence=blend)
     pools = models.Pools(target, test)  # the test rows' analogs found among the training rows
     return variant.decode(target, test, models.raw_predict(model, test, pools))

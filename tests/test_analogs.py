@@ -53,7 +53,8 @@ def _evidence() -> Evidence:
             _row(0.01, gpu="B", gpu_memory_bandwidth_gb_s=2000.0),  # twice the bandwidth
             _row(0.05, gpu="C", concurrency=64.0),  # four times the load: not an analog
             _row(0.05, gpu="D", engine="sglang"),  # another engine: not an analog
-            _row(0.05, gpu="Q"),  # the query's own GPU: never its analog
+            _row(0.05, gpu="Q"),  # the query's own LLM on its own GPU: never its analog
+            _row(0.012, gpu="Q", model="m3"),  # a sibling LLM of the same size on its GPU
             _row(0.015, gpu="A", model="m2", llm_active_params_b=16.0),  # a sibling LLM
             _row(0.05, gpu="A", llm_family="qwen"),  # another family: not an analog
         ]
@@ -64,20 +65,24 @@ def _evidence() -> Evidence:
 def test_the_finder_picks_and_weighs_analogs_by_hand():
     found = _evidence().find(pd.DataFrame([QUERY]))
     # twin: distance 0, weight 1; twice the bandwidth: ln 2, weight exp(-2 ln 2) = 1/4;
-    # the sibling LLM: ln(16 / 8) + 0.5, weight exp(-(2 ln 2 + 1)) = 1 / (4 e)
-    weights = np.array([1.0, 0.25, 0.25 / math.e])
-    residuals = np.array([math.log(2.0), 0.0, math.log(1.5)])
-    distances = np.array([0.0, math.log(2.0), math.log(2.0) + 0.5])
+    # the sibling LLM on A: ln(16 / 8) + 0.5, weight exp(-(2 ln 2 + 1)) = 1 / (4 e);
+    # the sibling LLM of the same size on the query's GPU: 0.5, weight 1 / e
+    weights = np.array([1.0, 0.25, 0.25 / math.e, 1 / math.e])
+    residuals = np.array([math.log(2.0), 0.0, math.log(1.5), math.log(1.2)])
+    distances = np.array([0.0, math.log(2.0), math.log(2.0) + 0.5, 0.5])
     mean = (weights * residuals).sum() / weights.sum()
-    assert found.count[0] == 3
-    assert found.residual[0] == pytest.approx(mean)  # 0.5443
-    assert found.residual[0] == pytest.approx(0.544303, abs=1e-6)
+    assert found.count[0] == 4
+    assert found.residual[0] == pytest.approx(mean)
+    assert found.residual[0] == pytest.approx(0.466421, abs=1e-6)
     spread = math.sqrt((weights * (residuals - mean) ** 2).sum() / weights.sum())
     assert found.spread[0] == pytest.approx(spread)
-    assert found.value[0] == pytest.approx((weights * [0.02, 0.01, 0.015]).sum() / weights.sum())
+    values = [0.02, 0.01, 0.015, 0.012]
+    assert found.value[0] == pytest.approx((weights * values).sum() / weights.sum())
     assert found.distance[0] == pytest.approx((weights * distances).sum() / weights.sum())
+    gpu_distances = np.array([0.0, math.log(2.0), 0.0, 0.0])
+    assert found.gpu_distance[0] == pytest.approx((weights * gpu_distances).sum() / weights.sum())
     assert found.gpu[0] == "A" and found.same_llm[0]
-    assert found.support()[0] == "3 rows, closest on A, same LLM"
+    assert found.support()[0] == "4 rows, closest on A, same LLM"
 
 
 def test_a_query_with_no_analog_keeps_the_trees_answer():
@@ -90,15 +95,18 @@ def test_a_query_with_no_analog_keeps_the_trees_answer():
 
 
 def test_agreeing_analogs_outweigh_the_trees_and_scattered_ones_do_not():
-    # trust = count / (count + 0.5) / (1 + spread / 0.1)
+    # trust = count / (count + k) / (1 + spread / s): on far GPUs k = 0.5, s = 0.1; measured on
+    # the query's own GPU (GPU distance 0) k = 0.1, s = 0.4
     columns = {
-        "analog_count": np.array([5.0, 5.0, 1.0]),
-        "analog_spread": np.array([0.0, 0.1, 0.0]),
-        "analog_residual": np.array([0.2, 0.2, 0.2]),
+        "analog_count": np.array([5.0, 5.0, 1.0, 2.0]),
+        "analog_spread": np.array([0.0, 0.1, 0.0, 0.2]),
+        "analog_gpu_distance": np.array([5.0, 5.0, 5.0, 0.0]),
+        "analog_residual": np.array([0.2, 0.2, 0.2, 0.2]),
     }
-    assert trust(columns) == pytest.approx([5 / 5.5, 5 / 5.5 / 2, 1 / 1.5])
-    answer = blended(np.zeros(3), columns)
-    assert answer == pytest.approx([0.2 * 5 / 5.5, 0.2 * 5 / 11, 0.2 / 1.5])
+    expected = [5 / 5.5, 5 / 5.5 / 2, 1 / 1.5, 2 / 2.1 / 1.5]  # 0.909, 0.455, 0.667, 0.635
+    assert trust(columns) == pytest.approx(expected, rel=1e-9)
+    answer = blended(np.full(4, 0.1), columns)
+    assert answer == pytest.approx([0.2 * g + 0.1 * (1 - g) for g in expected], rel=1e-9)
 
 
 def test_the_served_evidence_finds_what_the_fitted_one_finds(tmp_path):

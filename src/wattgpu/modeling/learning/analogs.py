@@ -6,8 +6,9 @@ GPU and scales it by what differs. This module finds those measurements among th
 
 - an analog shares the query's scenario, weight format, engine, GPU count and LLM family
   (``KEY_COLUMNS``); its load (``concurrency``) and its input and output tokens are each within
-  ``WITHIN`` of the query's; it is never the query's own (LLM, GPU) pair, so no row is its own
-  analog and a row's analogs are those a GPU (or LLM) nobody measured would have;
+  ``WITHIN`` of the query's; it is never the query's own (LLM, GPU) pair: the same LLM on
+  another GPU, or a sibling LLM on any GPU, so no row is its own analog and a row's analogs are
+  those its GPU (or LLM) would have if nobody had measured it;
 - its *residual* is ``log(measured / prior)``: how far the physics prior was off on it. The
   prior's ratio between two GPUs carries over to the query, the residual anchors it;
 - its *distance* adds, in natural-log units, how far its GPU is (bandwidth and tensor peak), its
@@ -48,10 +49,13 @@ PER_ENGINE_YEAR = 0.25
 # The distance at which an analog weighs 1/e of an exact twin's.
 SCALE = 0.5
 # How far an answer trusts its analogs (``trust``): as if this many rows vouched for the trees'
-# correction, and half as much when the analogs' residuals spread by this much (log units).
-# Chosen on leave-one-GPU-out ITL with CatBoost defaults; docs/model.md has the figures.
-TREES_AS_ROWS = 0.5
-DISAGREEMENT = 0.1
+# correction, and half as much when the analogs' residuals spread by this much (log units); each
+# (far, near) by the analogs' GPU distance, near meaning measured on the query's own GPU (or a
+# twin), at 1/e between the two at ``NEAR_GPU``. Chosen with CatBoost defaults on LOGO, LOLO and
+# CV (docs/model.md has the figures).
+TREES_AS_ROWS = (0.5, 0.1)
+DISAGREEMENT = (0.1, 0.4)
+NEAR_GPU = 0.2
 # The model's inputs that ``with_analogs`` adds to a query's rows.
 RESIDUAL, SPREAD, COUNT, DISTANCE, GPU_DISTANCE = ANALOG_FEATURES
 # What the evidence keeps of each training row (and the served model ships).
@@ -205,13 +209,19 @@ def with_analogs(rows: Any, evidence: Evidence | None) -> Any:
 def trust(columns: Mapping[str, np.ndarray]) -> np.ndarray:
     """The weight of the analogs' residual in a row's answer, 0 where it has none.
 
-    ``count / (count + TREES_AS_ROWS) / (1 + spread / DISAGREEMENT)``: many agreeing analogs
-    outweigh the trees, one analog or a scattered few do not.
+    ``count / (count + k) / (1 + spread / s)``: many agreeing analogs outweigh the trees, one
+    analog or a scattered few do not. ``k`` and ``s`` go from their far values
+    (``TREES_AS_ROWS``, ``DISAGREEMENT``) to their near ones as ``exp(-gpu_distance / NEAR_GPU)``:
+    siblings measured on the query's own GPU share its quirks, and are trusted more.
     """
     count = np.asarray(columns[COUNT], dtype=float)
     spread = np.nan_to_num(np.asarray(columns[SPREAD], dtype=float))
+    gpu = np.nan_to_num(np.asarray(columns[GPU_DISTANCE], dtype=float), nan=np.inf)
+    near = np.exp(-gpu / NEAR_GPU)
+    rows = TREES_AS_ROWS[0] + (TREES_AS_ROWS[1] - TREES_AS_ROWS[0]) * near
+    disagreement = DISAGREEMENT[0] + (DISAGREEMENT[1] - DISAGREEMENT[0]) * near
     with np.errstate(divide="ignore", invalid="ignore"):
-        weight = count / (count + TREES_AS_ROWS) / (1.0 + spread / DISAGREEMENT)
+        weight = count / (count + rows) / (1.0 + spread / disagreement)
     return np.where(count > 0, weight, 0.0)
 
 
@@ -241,9 +251,8 @@ def _accumulate(
         return np.nan_to_num(np.abs(mine - theirs)), one_blank
 
     same_llm = asked["model"][queries, None] == known["model"][None, candidates]
-    # only other GPUs: what a GPU nobody measured has, in training as in a query
     same_gpu = asked["gpu"][queries, None] == known["gpu"][None, candidates]
-    ok = ~same_gpu
+    ok = ~(same_gpu & same_llm)
     distance = np.zeros(ok.shape)
     for column in ("load", "input", "output"):
         gap, one_blank = apart(column)

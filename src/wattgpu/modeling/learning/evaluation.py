@@ -14,7 +14,7 @@ import pandas as pd
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling.learning import models, side_by_side
-from wattgpu.modeling.learning.analogs import Evidence
+from wattgpu.modeling.learning.analogs import Evidence, find_in
 from wattgpu.modeling.learning.baselines import (
     BASELINES,
     NEAREST_BY_SPLIT,
@@ -265,7 +265,7 @@ def _prepared(prepare: Prepare | None, train: pd.DataFrame, test: pd.DataFrame) 
 
 
 # What a fold answers beside the model and the prior, per test row: ``SCALED_METHOD``'s answer and
-# the analog inputs the model had.
+# the analog inputs the model had (blank for a recipe that does not lean on analogs).
 FOLD_COLUMNS = ("scaled", *ANALOG_FEATURES)
 
 
@@ -287,14 +287,16 @@ def _fit_predict(
     evidence = fold.derived("evidence", lambda _: Evidence.of(target, train))
     fit_pools = fold.derived("fit", lambda _: models.training_pools(recipe, train))
     found = fold.derived("analogs", lambda _: evidence.find(test).columns())
-    test_pools = fold.derived("test", lambda _: models.Pools(target, test.assign(**found)))
+    # the model's inputs: the analogs where its answer leans on them (``Recipe.analogs``)
+    inputs = found if recipe.analogs else find_in(None, test).columns()
+    test_pools = fold.derived("test", lambda _: models.Pools(target, test.assign(**inputs)))
     model = models.fit(recipe, train, params, seed=seed, threads=1, pools=fit_pools)
     _, prior_column = PRIOR_COLUMN[target]
     prior = test[prior_column].to_numpy(dtype=float)
     answer = models.predict_si(target, model, test, test_pools)
     residual = np.nan_to_num(found[ANALOG_FEATURES[0]])  # no analog: the prior alone
     scaled = capped(target, test, prior * np.exp(residual))
-    return answer, prior, {"scaled": scaled, **found}
+    return answer, prior, {"scaled": scaled, **inputs}
 
 
 def baseline_predictions(target: str, frame: pd.DataFrame) -> pd.DataFrame:

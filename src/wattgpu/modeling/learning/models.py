@@ -205,7 +205,7 @@ def fit(
         target, frame, label, recipe.members, settings, seed, recipe.novelty_scale, pools
     )
     familiarity = replace(model.familiarity, trust=trust)
-    evidence = Evidence.of(target, frame)
+    evidence = Evidence.of(target, frame) if recipe.analogs else None
     return replace(model, familiarity=familiarity, evidence=evidence)
 
 

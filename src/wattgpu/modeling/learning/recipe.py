@@ -85,6 +85,7 @@ class Recipe:
         novelty_scale: the distance from the training rows (``novelty``, in decades outside
             their ranges, one per unseen engine) at which a query's learnt correction keeps 1/e
             of itself; infinite keeps it whole.
+        analogs: whether the answer leans on measured analogs (``analogs.blended``).
 
     """
 
@@ -103,6 +104,7 @@ class Recipe:
     pruning: Pruning
     interval_checks: tuple[str, ...]
     novelty_scale: float = math.inf
+    analogs: bool = True
 
     def catboost_params(self, tuned: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """A fit's settings: the defaults, overridden by the fixed and ``tuned``.
@@ -144,6 +146,11 @@ MEMBERS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "ttft": ((*RAW_GPU_SPECS, *CPU_FLOOR_FEATURES, *ANALOG_FEATURES),),
 }
+
+# Per target, whether the answer leans on measured analogs (``analogs``). Power does not: on
+# leave-one-GPU-out the blend took offline MdAPE 19.8 -> 19.5 % but the GPU ranking's tau 0.37
+# -> 0.08, and recommend ranks GPUs by energy (bench/ablation.py, docs/accuracy.md).
+LEANS_ON_ANALOGS = {"power": False, "itl": True, "ttft": True}
 
 # The share of the trees' correction to the prior that a model keeps (``novelty``), tuned with
 # CatBoost's hyperparameters: on leave-one-source-out and leave-one-GPU-out, ITL answered best
@@ -308,5 +315,6 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
         members=MEMBERS[target],
         fixed_params={**_FIXED, **_OWN_FIXED[target]},
         novelty_scale=NOVELTY_SCALE[target],
+        analogs=LEANS_ON_ANALOGS[target],
         **settings,
     )
