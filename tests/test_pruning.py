@@ -126,3 +126,32 @@ def test_a_study_out_of_time_starts_no_trial_and_says_so(rows, tmp_path):
     with pytest.raises(ConfigError, match="finished no trial"):
         tuning.run_study(study, recipe, rows, trials=3, timeout=0.0)
     assert [t.state for t in study.trials] == []
+
+
+def test_a_staged_trials_predictions_keep_every_folds_answers():
+    # two stages, each answering its own rows: the model's, the prior's, the scaled analogs'
+    # answer and the analog inputs all come through for every row
+    nan = np.nan
+    first = pd.DataFrame(
+        {
+            "true": [1.0, 2.0, 3.0],
+            "pred": [1.1, nan, nan],
+            "prior": [0.9, nan, nan],
+            "scaled": [1.2, nan, nan],
+            "analog_count": [2.0, nan, nan],
+        }
+    )
+    second = pd.DataFrame(
+        {
+            "true": [1.0, 2.0, 3.0],
+            "pred": [nan, 2.2, 3.3],
+            "prior": [nan, 1.8, 2.7],
+            "scaled": [nan, 2.4, 3.6],
+            "analog_count": [nan, 0.0, 5.0],
+        }
+    )
+    out = tuning.merged([first, second])
+    assert out["pred"].tolist() == [1.1, 2.2, 3.3]
+    assert out["prior"].tolist() == [0.9, 1.8, 2.7]
+    assert out["scaled"].tolist() == [1.2, 2.4, 3.6]
+    assert out["analog_count"].tolist() == [2.0, 0.0, 5.0]

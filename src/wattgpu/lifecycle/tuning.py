@@ -21,6 +21,7 @@ from wattgpu.errors import ConfigError
 from wattgpu.lifecycle import store_creation
 from wattgpu.lifecycle.workers import HEARTBEAT_GRACE_S, HEARTBEAT_S
 from wattgpu.modeling.learning.evaluation import (
+    FOLD_COLUMNS,
     Prepare,
     PreparedSplit,
     Tuner,
@@ -284,10 +285,15 @@ def fold_stages(folds: list[tuple[np.ndarray, np.ndarray]], first_share: float) 
 
 
 def merged(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """Out-of-fold frames of disjoint folds as one (each row from the part that predicted it)."""
+    """Out-of-fold frames of disjoint folds as one (each row from the part that predicted it).
+
+    Every per-fold answer comes along: the model's, the prior's and ``FOLD_COLUMNS`` (the
+    scaled analogs' answer and the analog inputs).
+    """
     out = parts[0].copy()
+    answers = [c for c in ("pred", "prior", *FOLD_COLUMNS) if c in out.columns]
     for part in parts[1:]:
-        out[["pred", "prior"]] = out[["pred", "prior"]].fillna(part[["pred", "prior"]])
+        out[answers] = out[answers].fillna(part[answers])
     return out
 
 
