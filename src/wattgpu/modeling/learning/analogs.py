@@ -18,7 +18,8 @@ GPU and scales it by what differs. This module finds those measurements among th
 
 ``find`` returns, per query row, the weighted residual, the weighted measured value (unscaled),
 their spread, the analogs' count and weighted distance, and the closest analog's GPU. With no
-analog the residual is blank: the answer rests on the prior alone.
+analog the residual is blank. ``blended`` mixes the residual into the trees' correction by how
+far the analogs can be trusted (``trust``); with none the answer is the trees' alone.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Analogs:
         }
 
     def support(self) -> np.ndarray:
-        """Each row's support in words: "5 rows on NVIDIA B200, same LLM", or '' where none."""
+        """Each row's support in words: "5 rows, closest on NVIDIA B200, same LLM" ('' if none)."""
         out = np.full(len(self.count), "", dtype=object)
         for i in np.flatnonzero(self.count > 0):
             rows = "row" if self.count[i] == 1 else "rows"
