@@ -85,6 +85,23 @@ def test_the_finder_picks_and_weighs_analogs_by_hand():
     assert found.support()[0] == "4 rows, closest on A, same LLM"
 
 
+def test_an_analog_weighs_less_towards_the_edge_of_its_window():
+    one = Evidence.of("itl", pd.DataFrame([_row(0.02, gpu="A", concurrency=24.0)]))
+    # the analog at 1.5x the query's load: taper 1 - ln 1.5 / ln 2 = 0.41504, its weight
+    # exp(-ln 1.5 / 0.5) = 1 / 2.25 times that, its count the taper
+    found = one.find(pd.DataFrame([QUERY]))
+    assert found.rows[0] == 1
+    assert found.count[0] == pytest.approx(1 - math.log(1.5) / math.log(2.0))
+    assert found.count[0] == pytest.approx(0.415037, abs=1e-6)
+    assert found.residual[0] == pytest.approx(math.log(2.0))
+    # the query's load moving to the edge of the window: the analog's count and trust fall to
+    # 0 continuously, so the answer never jumps when the analog leaves the window
+    loads = [16.0, 13.0, 12.5, 12.1, 12.0001, 12.0, 11.9]
+    counts = one.find(pd.DataFrame([{**QUERY, "concurrency": c} for c in loads])).count
+    assert np.all(np.diff(counts) <= 0)
+    assert counts[-3] < 0.01 and counts[-1] == 0.0
+
+
 def test_a_query_with_no_analog_keeps_the_trees_answer():
     lonely = pd.DataFrame([{**QUERY, "engine": "tgi"}])
     found = _evidence().find(lonely)

@@ -14,7 +14,9 @@ GPU and scales it by what differs. This module finds those measurements among th
 - its *distance* adds, in natural-log units, how far its GPU is (bandwidth and tensor peak), its
   LLM (0 for the same LLM, else the ratio of active parameters plus ``OTHER_LLM``), its load and
   tokens, and its engine release (``PER_ENGINE_YEAR`` a year); its weight is
-  ``exp(-distance / SCALE)``.
+  ``exp(-distance / SCALE)`` times a taper that falls from 1 at the query's own load and tokens
+  to 0 at the edge of ``WITHIN`` (``1 - |log ratio| / log WITHIN``, per load, input and output),
+  so that an answer never jumps as a query's load crosses an analog's window.
 
 ``find`` returns, per query row, the weighted residual, the weighted measured value (unscaled),
 their spread, the analogs' count and weighted distance, and the closest analog's GPU. With no
@@ -71,7 +73,8 @@ class Analogs:
         residual: the weighted ``log(measured / prior)`` of the analogs.
         value: their weighted measured value, unscaled (the practitioner's plain copy).
         spread: the weighted standard deviation of their residuals.
-        count: how many analogs there are.
+        count: how many analogs there are, each counted by its taper (the effective count).
+        rows: how many analogs there are, whole.
         distance: their weighted distance from the query.
         gpu_distance: the part of it their GPUs make (bandwidth and tensor peak).
         gpu: the closest analog's GPU ('' where none).
@@ -83,6 +86,7 @@ class Analogs:
     value: np.ndarray
     spread: np.ndarray
     count: np.ndarray
+    rows: np.ndarray
     distance: np.ndarray
     gpu_distance: np.ndarray
     gpu: np.ndarray
@@ -100,11 +104,11 @@ class Analogs:
 
     def support(self) -> np.ndarray:
         """Each row's support in words: "5 rows, closest on NVIDIA B200, same LLM" ('' if none)."""
-        out = np.full(len(self.count), "", dtype=object)
+        out = np.full(len(self.rows), "", dtype=object)
         for i in np.flatnonzero(self.count > 0):
-            rows = "row" if self.count[i] == 1 else "rows"
+            rows = "row" if self.rows[i] == 1 else "rows"
             llm = "same LLM" if self.same_llm[i] else "a sibling LLM"
-            out[i] = f"{int(self.count[i])} {rows}, closest on {self.gpu[i]}, {llm}"
+            out[i] = f"{int(self.rows[i])} {rows}, closest on {self.gpu[i]}, {llm}"
         return out
 
 
@@ -158,7 +162,7 @@ class Evidence:
         n = len(asked["gpu"])
         # weight, w x residual, w x residual^2, w x value, w x distance, w x GPU distance
         sums = np.zeros((n, 6))
-        count = np.zeros(n)
+        counts = np.zeros((n, 2))  # tapered and whole
         best = np.full(n, np.inf)
         best_at = np.full(n, -1)
         codes, keys = _key_codes(asked)
@@ -166,7 +170,7 @@ class Evidence:
             candidates = self._by_key.get(key)
             if candidates is not None:
                 queries = np.flatnonzero(codes == code)
-                _accumulate(asked, self.table, queries, candidates, sums, count, best, best_at)
+                _accumulate(asked, self.table, queries, candidates, sums, counts, best, best_at)
         weight = sums[:, 0]
         some = weight > 0
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -181,7 +185,8 @@ class Evidence:
             (self.table["model"][closest] == asked["model"]) if len(self) else np.zeros(n, bool)
         )
         spread = np.sqrt(np.maximum(variance, 0.0))
-        return Analogs(residual, value, spread, count, distance, gpu_distance, gpu, same)
+        count, rows = counts[:, 0], counts[:, 1]
+        return Analogs(residual, value, spread, count, rows, distance, gpu_distance, gpu, same)
 
 
 def find_in(evidence: Evidence | None, rows: Any) -> Analogs:
@@ -190,9 +195,8 @@ def find_in(evidence: Evidence | None, rows: Any) -> Analogs:
         return evidence.find(rows)
     n = len(np.asarray(rows["gpu"]))
     blank = np.full(n, np.nan)
-    return Analogs(
-        blank, blank, blank, np.zeros(n), blank, blank, np.full(n, "", object), blank > 0
-    )
+    none = np.zeros(n)
+    return Analogs(blank, blank, blank, none, none, blank, blank, np.full(n, "", object), none > 0)
 
 
 def attach(rows: Any, analogs: Analogs) -> Any:
@@ -239,11 +243,14 @@ def _accumulate(
     queries: np.ndarray,
     candidates: np.ndarray,
     sums: np.ndarray,
-    count: np.ndarray,
+    counts: np.ndarray,
     best: np.ndarray,
     best_at: np.ndarray,
 ) -> None:
-    """Add the weighted sums of ``candidates``' analogs of ``queries`` (one key) to ``sums``."""
+    """Add the weighted sums of ``candidates``' analogs of ``queries`` (one key) to ``sums``.
+
+    ``counts`` gets their tapered and their whole count; ``best`` and ``best_at`` the closest.
+    """
 
     def apart(column: str) -> tuple[np.ndarray, np.ndarray]:
         """|difference|, 0 between two blanks; and whether only one side is blank."""
@@ -255,15 +262,17 @@ def _accumulate(
     same_gpu = asked["gpu"][queries, None] == known["gpu"][None, candidates]
     ok = ~(same_gpu & same_llm)
     distance = np.zeros(ok.shape)
+    taper = np.ones(ok.shape)
     for column in ("load", "input", "output"):
         gap, one_blank = apart(column)
         ok &= ~one_blank & (gap <= np.log(WITHIN))
         distance += gap
+        taper *= np.clip(1.0 - gap / np.log(WITHIN), 0.0, 1.0)
     gpu = apart("bandwidth")[0] + apart("tflops")[0]
     distance += gpu
     distance += np.where(same_llm, 0.0, apart("active_params")[0] + OTHER_LLM)
     distance += apart("engine_year")[0] * PER_ENGINE_YEAR
-    weight = np.where(ok, np.exp(-distance / SCALE), 0.0)
+    weight = np.where(ok, np.exp(-distance / SCALE) * taper, 0.0)
     residual = known["residual"][None, candidates]
     sums[queries, 0] += weight.sum(axis=1)
     sums[queries, 1] += (weight * residual).sum(axis=1)
@@ -271,7 +280,8 @@ def _accumulate(
     sums[queries, 3] += (weight * known["value"][None, candidates]).sum(axis=1)
     sums[queries, 4] += (weight * distance).sum(axis=1)
     sums[queries, 5] += (weight * gpu).sum(axis=1)
-    count[queries] += ok.sum(axis=1)
+    counts[queries, 0] += np.where(ok, taper, 0.0).sum(axis=1)
+    counts[queries, 1] += ok.sum(axis=1)
     masked = np.where(ok, distance, np.inf)
     nearest = masked.argmin(axis=1)
     least = masked[np.arange(len(queries)), nearest]
