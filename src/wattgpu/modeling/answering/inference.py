@@ -56,7 +56,7 @@ FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper")
 
 def predict_queries(
     card: ModelCard,
-    model: Any,
+    model: models.Regressor,
     bounds: IntervalModel,
     catalog: Catalog,
     queries: pd.DataFrame,
@@ -85,7 +85,7 @@ def predict_queries(
 
 def answer_columns(
     card: ModelCard,
-    model: Any,
+    model: models.Regressor,
     bounds: IntervalModel,
     catalog: Catalog,
     queries: pd.DataFrame,
@@ -93,7 +93,7 @@ def answer_columns(
     """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
     target = card.target
     rows = build_features(check_query_columns(queries, catalog), catalog)
-    found = find_in(getattr(model, "evidence", None), rows)  # None: logged before the analogs
+    found = find_in(model.evidence, rows)  # None: a model logged before the analogs
     rows = attach(rows, found)
     pools = models.Pools(target, rows)  # the members and the interval share their inputs
     value = np.asarray(models.predict_si(target, model, rows, pools), dtype=float)

@@ -92,6 +92,12 @@ class Analogs:
     gpu: np.ndarray
     same_llm: np.ndarray
 
+    @classmethod
+    def none(cls, n: int) -> Analogs:
+        """``n`` rows with no analog."""
+        blank, zero = np.full(n, np.nan), np.zeros(n)
+        return cls(blank, blank, blank, zero, zero, blank, blank, np.full(n, "", object), zero > 0)
+
     def columns(self) -> dict[str, np.ndarray]:
         """The model's inputs (``ANALOG_FEATURES``)."""
         return {
@@ -179,11 +185,10 @@ class Evidence:
             value = np.where(some, sums[:, 3] / weight, np.nan)
             distance = np.where(some, sums[:, 4] / weight, np.nan)
             gpu_distance = np.where(some, sums[:, 5] / weight, np.nan)
-        closest = np.where(best_at >= 0, best_at, 0)
-        gpu = np.where(some, self.table["gpu"][closest] if len(self) else "", "").astype(object)
-        same = some & (
-            (self.table["model"][closest] == asked["model"]) if len(self) else np.zeros(n, bool)
-        )
+        gpu, same = np.full(n, "", dtype=object), np.zeros(n, dtype=bool)
+        closest = best_at[some]  # every row with weight has a closest analog
+        gpu[some] = self.table["gpu"][closest]
+        same[some] = self.table["model"][closest] == asked["model"][some]
         spread = np.sqrt(np.maximum(variance, 0.0))
         count, rows = counts[:, 0], counts[:, 1]
         return Analogs(residual, value, spread, count, rows, distance, gpu_distance, gpu, same)
@@ -193,10 +198,7 @@ def find_in(evidence: Evidence | None, rows: Any) -> Analogs:
     """The analogs of ``rows`` in ``evidence``; without evidence, none for any row."""
     if evidence is not None:
         return evidence.find(rows)
-    n = len(np.asarray(rows["gpu"]))
-    blank = np.full(n, np.nan)
-    none = np.zeros(n)
-    return Analogs(blank, blank, blank, none, none, blank, blank, np.full(n, "", object), none > 0)
+    return Analogs.none(len(np.asarray(rows["gpu"])))
 
 
 def attach(rows: Any, analogs: Analogs) -> Any:

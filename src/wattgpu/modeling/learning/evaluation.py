@@ -14,7 +14,7 @@ import pandas as pd
 
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.modeling.learning import models, side_by_side
-from wattgpu.modeling.learning.analogs import Evidence, find_in
+from wattgpu.modeling.learning.analogs import RESIDUAL, Evidence, find_in
 from wattgpu.modeling.learning.baselines import (
     BASELINES,
     NEAREST_BY_SPLIT,
@@ -290,11 +290,11 @@ def _fit_predict(
     # the model's inputs: the analogs where its answer leans on them (``Recipe.analogs``)
     inputs = found if recipe.analogs else find_in(None, test).columns()
     test_pools = fold.derived("test", lambda _: models.Pools(target, test.assign(**inputs)))
-    model = models.fit(recipe, train, params, seed=seed, threads=1, pools=fit_pools)
+    model = models.fit(recipe, train, params, seed, 1, fit_pools, evidence)  # 1: threads
     _, prior_column = PRIOR_COLUMN[target]
     prior = test[prior_column].to_numpy(dtype=float)
     answer = models.predict_si(target, model, test, test_pools)
-    residual = np.nan_to_num(found[ANALOG_FEATURES[0]])  # no analog: the prior alone
+    residual = np.nan_to_num(found[RESIDUAL])  # no analog: the prior alone
     scaled = capped(target, test, prior * np.exp(residual))
     return answer, prior, {"scaled": scaled, **inputs}
 

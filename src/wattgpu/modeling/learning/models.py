@@ -190,23 +190,25 @@ def fit(
     seed: int = 0,
     threads: int = -1,
     pools: Pools | None = None,
+    evidence: Evidence | None = None,
 ) -> Regressor:
     """Fit the recipe's members with ``params`` (tuned) on rows with features and measurements.
 
     ``threads``: CatBoost's threads per fit (-1: all cores; 1 where folds run side by side).
-    ``pools``: ``training_pools(recipe, frame)``, when already built.
+    ``pools``: ``training_pools(recipe, frame)``, and ``evidence``: ``Evidence.of`` the rows,
+    when already built (every trial of a study fits the same folds).
     """
     target = recipe.target
     settings = {**recipe.catboost_params(params), "thread_count": threads}
     trust = settings.pop(CORRECTION_WEIGHT)
     label = encode(target, frame)
-    pools = training_pools(recipe, frame) if pools is None else pools
     model = fit_members(
         target, frame, label, recipe.members, settings, seed, recipe.novelty_scale, pools
     )
     familiarity = replace(model.familiarity, trust=trust)
-    evidence = Evidence.of(target, frame) if recipe.analogs else None
-    return replace(model, familiarity=familiarity, evidence=evidence)
+    if recipe.analogs and evidence is None:
+        evidence = Evidence.of(target, frame)
+    return replace(model, familiarity=familiarity, evidence=evidence if recipe.analogs else None)
 
 
 def training_pools(recipe: Recipe, frame: pd.DataFrame) -> Pools:
