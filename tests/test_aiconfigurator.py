@@ -129,6 +129,7 @@ def test_every_kept_row_is_a_closed_loop_without_power(result):
     assert "engine_year" not in rows or rows["engine_year"].isna().all()
     assert (rows["itl_kind"] == AIC_ITL_KIND).all()
     assert set(rows["source"]) == {"nvidia aiconfigurator (silicon_sample)"}
+    assert set(rows["client"]) == {"aiconfigurator"}  # its harness: a closed loop, fixed lengths
     assert list(itl_statistic(np.array([AIC_ITL_KIND], dtype=object))) == ["mean"]
 
 

@@ -94,6 +94,7 @@ def test_power_row_checked_by_hand(small):
     # 292.97 W x 25.05 s / 16384 tokens = 0.448 J/token
     assert row["energy_per_token_j"] == pytest.approx(292.97344 * 25.050500875338912 / 16384)
     assert row["gpu"] == "NVIDIA A100 SXM4 40GB" and row["gpu_source_name"] == "Nvidia A100 GPU"
+    assert row["client"] == "argonne"  # its harness: one offline batch sent at t = 0
     assert row["model"] == "meta-llama/Llama-2-7b-hf"
     assert (row["engine"], row["scenario"], row["batch_size"], row["num_gpus"]) == (
         "vllm",

@@ -16,8 +16,14 @@ from click.testing import CliRunner
 from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data import fetch as fetch_module
+from wattgpu.data.clients import CLIENTS_FILE, LENGTHS_FILE
 from wattgpu.data.importers import (
+    AIC_CLIENT,
+    AIC_FAMILY,
+    ARGONNE_CLIENT,
+    LLM_PILOT_CLIENT,
     MLENERGY_2023_MODEL_IDS,
+    MLENERGY_CLIENTS,
     ImportResult,
     import_mlenergy,
     import_watt_counts,
@@ -26,6 +32,8 @@ from wattgpu.data.importers import (
     read_watt_counts,
     summarise,
 )
+from wattgpu.data.measurements import read_measurements
+from wattgpu.data.validation import validate_table
 from wattgpu.errors import DataError
 
 # Exactly the layout of data/watt_counts_subset.csv (maufadel/wattgpu): an unnamed index column,
@@ -312,6 +320,9 @@ def test_mlenergy_rows_checked_by_hand(mlenergy):
     assert v3["itl_s"] == pytest.approx(0.03249889700964559)
     assert v3["itl_kind"] == "median client-side ITL (chunk-smoothed)"
     assert v3["batch_size"] == 8
+    # each generation's harness (serving_dynamics.md B1, B2; the reference README's Source 1)
+    clients = [row["client"] for row in (legacy, batch, server, v2, v3)]
+    assert clients == ["mlenergy-hf", "mlenergy-hf", "mlenergy-v1", "mlenergy-v2", "mlenergy-v3"]
 
 
 def _copy_raw(raw: Path, dest: Path, *relative: str) -> Path:
@@ -364,6 +375,7 @@ def test_every_new_command_has_help(invoke):
         ["import", "watt-counts"],
         ["import", "mlenergy"],
         ["import", "argonne"],
+        ["import", "length-distributions"],
         ["fetch"],
     ):
         result = invoke(*args, "--help")
@@ -473,3 +485,61 @@ def test_shipped_measurements_are_the_importers_output_byte_for_byte(
     assert output.read_bytes() == (shipped / f"{stem}.csv").read_bytes()
     dropped = output.with_name(f"{stem}.dropped.csv")
     assert dropped.read_bytes() == (shipped / f"{stem}.dropped.csv").read_bytes()
+
+
+@pytest.mark.parametrize("stem", sorted(SHIPPED_TABLES))
+def test_every_shipped_row_names_its_harness(stem):
+    # one client per source generation, as the importers write it (data/clients.csv)
+    expected = {
+        **MLENERGY_CLIENTS,
+        "latency_sweep": ARGONNE_CLIENT,
+        "power_sweep": ARGONNE_CLIENT,
+        "tgi_closed_loop_2023": LLM_PILOT_CLIENT,
+        AIC_FAMILY: AIC_CLIENT,
+    }
+    rows = pd.read_csv(SHIPPED_DATA_DIR / "measurements" / f"{stem}.csv", low_memory=False)
+    assert rows["client"].notna().all()
+    assert (rows["client"] == rows["family"].map(expected)).all()
+    assert set(rows["client"]) <= set(pd.read_csv(SHIPPED_DATA_DIR / CLIENTS_FILE)["client"])
+
+
+def test_shipped_length_distributions_are_the_importers_output_byte_for_byte(
+    reference, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "lengths.csv"
+    result = CliRunner().invoke(
+        cli, ["data", "import", "length-distributions", str(reference), "--output", str(output)]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == f"wrote 84 rows to {output}"
+    assert output.read_bytes() == (SHIPPED_DATA_DIR / LENGTHS_FILE).read_bytes()
+
+
+def test_length_distributions_need_both_sources(invoke, tmp_path):
+    result = invoke("import", "length-distributions", str(tmp_path))
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: no LLM-Pilot results file under {tmp_path} (expected "
+        "results_<model>_gpu<N>_<type>_u<users>.csv or .csv.xz)"
+    )
+    assert not (tmp_path / "data" / "external" / LENGTHS_FILE).exists()
+
+
+def test_a_measurement_file_without_a_client_loads(tmp_path, catalog):
+    # a user's own file predates clients: its rows get the client their load implies
+    path = tmp_path / "mine.csv"
+    pd.DataFrame(
+        {
+            "gpu": ["NVIDIA H100 SXM5", "NVIDIA H100 SXM5"],
+            "model": ["meta-llama/Llama-3.1-8B-Instruct"] * 2,
+            "scenario": ["offline", "server"],
+            "batch_size": [16, None],
+            "request_rate_rps": [None, 2.0],
+            "mean_power_w": [600.0, 350.0],
+            "itl_s": [0.02, 0.012],
+        }
+    ).to_csv(path, index=False)
+    rows = read_measurements([path])
+    assert rows["client"].isna().all()
+    assert validate_table("measurements", rows, catalog).success

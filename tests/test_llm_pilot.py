@@ -61,6 +61,7 @@ def test_h100_case_checked_by_hand(pilot):
     assert (row["gpu"], row["gpu_source_name"]) == ("NVIDIA H100 SXM5", "H100")
     assert row["model"] == "EleutherAI/gpt-neox-20b"
     assert (row["scenario"], row["engine"], row["engine_year"]) == ("server", "tgi", 2023)
+    assert row["client"] == "llm-pilot"  # its harness: a closed loop of N users, traced lengths
     assert (row["num_gpus"], row["concurrency"]) == (1, 4)
     assert math.isnan(row["mean_power_w"])  # power was not measured
     # latency_ms_per_token of the four requests: [5, 41], [5, 125, 22], [5, 124, 24, 24, 24],

@@ -16,11 +16,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_top_level_holds_the_data_and_the_suites():
     assert sorted(p.name for p in (REPO / "expectations").glob("*.json")) == [
+        "clients.json",
+        "engine_lines.json",
         "gpus.json",
+        "length_distributions.json",
         "llms.json",
         "measurements.json",
     ]
-    for name in ("gpus.csv", "llms.csv", "README.md"):
+    for name in (
+        "gpus.csv",
+        "llms.csv",
+        "engine_lines.csv",
+        "clients.csv",
+        "length_distributions.csv",
+        "README.md",
+    ):
         assert (REPO / "data" / name).is_file(), name
     assert list((REPO / "data" / "measurements").glob("*.csv"))
     # no second copy inside the package

@@ -1,4 +1,4 @@
-"""Real Great Expectations runs of the three suites on small in-memory tables."""
+"""Real Great Expectations runs of the suites on small in-memory tables and the shipped ones."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ import pytest
 
 from wattgpu.config import EXPECTATIONS_DIR
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.serving_suites import (
+    derive_client_checks,
+    derive_engine_line_checks,
+    derive_length_checks,
+)
 from wattgpu.data.suites import (
     TABLES,
     build_suites,
@@ -26,6 +31,7 @@ from wattgpu.data.validation import (
     data_docs_index,
     format_reports,
     raise_on_failure,
+    read_serving_table,
     suite_to_json,
     validate_all,
     validate_frames,
@@ -113,10 +119,26 @@ def catalog() -> Catalog:
     return Catalog.from_frames(gpus_frame(), llms_frame())
 
 
+def engine_lines_frame() -> pd.DataFrame:
+    return read_serving_table("engine_lines")
+
+
+def clients_frame() -> pd.DataFrame:
+    return read_serving_table("clients")
+
+
+def lengths_frame() -> pd.DataFrame:
+    return read_serving_table("length_distributions")
+
+
 FRAMES: dict[str, Callable[[], pd.DataFrame]] = {
     "gpus": gpus_frame,
     "llms": llms_frame,
     "measurements": measurements_frame,
+    # the serving tables as shipped
+    "engine_lines": engine_lines_frame,
+    "clients": clients_frame,
+    "length_distributions": lengths_frame,
 }
 
 
@@ -127,9 +149,9 @@ def failures(report) -> set[tuple[str, str | None]]:
 def test_valid_tables_pass(catalog, capsys):
     reports = validate_frames({t: FRAMES[t]() for t in TABLES}, catalog)
     assert [r.table for r in reports] == list(TABLES)
-    assert [failures(r) for r in reports] == [set(), set(), set()]
+    assert [failures(r) for r in reports] == [set()] * len(TABLES)
     assert all(r.success for r in reports)
-    assert [r.rows for r in reports] == [2, 2, 3]
+    assert [r.rows for r in reports] == [2, 2, 3, 10, 10, 84]
     assert capsys.readouterr().out == ""  # no progress bars or log lines on stdout
 
 
@@ -291,6 +313,161 @@ BROKEN = [
         75.0,
         id="itl-too-long",
     ),
+    pytest.param(
+        "measurements",
+        set_value("client", 1, "nonesuch"),
+        ("expect_column_values_to_be_in_set", "client_known"),
+        "nonesuch",
+        id="unknown-client",
+    ),
+    # the serving tables: the shipped ones, one value broken
+    pytest.param(
+        "engine_lines",
+        set_value("policy", 0, "fcfs"),
+        ("expect_column_values_to_be_in_set", "policy"),
+        "fcfs",
+        id="unknown-policy",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("preemption", 0, "swap"),
+        ("expect_column_values_to_be_in_set", "preemption"),
+        "swap",
+        id="unknown-preemption",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("reserve", 0, "half"),
+        ("expect_column_values_to_be_in_set", "reserve"),
+        "half",
+        id="unknown-reserve",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("max_batched_tokens", 2, "0|8192"),
+        ("expect_column_values_to_be_in_set", "budgets_positive"),
+        {"line": "vllm-v1", "max_batched_tokens": "0|8192"},
+        id="budget-tier-zero",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("max_num_seqs", 0, "-256"),
+        ("expect_column_values_to_be_in_set", "caps_positive"),
+        {"line": "vllm-v0", "max_num_seqs": "-256"},
+        id="negative-cap",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("tier_gib", 2, "70|80"),
+        ("expect_column_values_to_be_in_set", "tiers_match"),
+        {"line": "vllm-v1", "tier_gib": "70|80"},
+        id="two-bounds-for-two-tiers",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("memory_fraction", 0, 1.2),
+        ("expect_column_values_to_be_between", "memory_fraction"),
+        1.2,
+        id="memory-fraction-above-one",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("host_fixed_s", 0, 1.5),
+        ("expect_column_values_to_be_between", "host_fixed_s"),
+        1.5,
+        id="host-time-in-ms",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("host_per_seq_s", 0, -0.0001),
+        ("expect_column_values_to_be_between", "host_per_seq_s"),
+        -0.0001,
+        id="negative-host-time",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("source", 0, np.nan),
+        ("expect_column_values_to_not_be_null", "source"),
+        "vllm-v0",
+        id="engine-line-without-source",
+    ),
+    pytest.param(
+        "engine_lines",
+        set_value("first_year", 0, 2025.0),
+        ("expect_column_values_to_be_in_set", "years_in_order"),
+        "vllm-v0",
+        id="first-year-after-last",
+    ),
+    pytest.param(
+        "clients",
+        set_value("kind", 0, "open"),
+        ("expect_column_values_to_be_in_set", "kind"),
+        "open",
+        id="unknown-client-kind",
+    ),
+    pytest.param(
+        "clients",
+        set_value("ttft_statistic", 0, "p50"),
+        ("expect_column_values_to_be_in_set", "ttft_statistic"),
+        "p50",
+        id="unknown-ttft-statistic",
+    ),
+    pytest.param(
+        "clients",
+        set_value("lengths", 0, "sharegpt"),
+        ("expect_column_values_to_be_in_set", "lengths_known"),
+        {"client": "closed", "lengths": "sharegpt"},
+        id="length-distribution-not-in-the-table",
+    ),
+    pytest.param(
+        "clients",
+        set_value("spread", 0, float("nan")),  # row 0, the closed loop, is uniform
+        ("expect_column_values_to_be_in_set", "uniform_has_spread"),
+        "closed",
+        id="uniform-without-spread",
+    ),
+    pytest.param(
+        "clients",
+        set_value("memory_fraction", 0, 0.0),
+        ("expect_column_values_to_be_between", "memory_fraction"),
+        0.0,
+        id="client-memory-fraction-zero",
+    ),
+    pytest.param(
+        "clients",
+        set_value("total_requests", 1, 0.0),
+        ("expect_column_values_to_be_between", "total_requests"),
+        0.0,
+        id="no-requests",
+    ),
+    pytest.param(
+        "clients",
+        set_value("client", 1, "closed"),
+        ("expect_column_values_to_be_unique", "client"),
+        "closed",
+        id="duplicate-client",
+    ),
+    pytest.param(
+        "clients",
+        set_value("source", 3, np.nan),
+        ("expect_column_values_to_not_be_null", "source"),
+        "aiconfigurator",
+        id="client-without-source",
+    ),
+    pytest.param(
+        "length_distributions",
+        set_value("ratio_to_mean", 10, 0.01),
+        ("expect_column_values_to_be_in_set", "quantiles_rising"),
+        {"distribution": "llm_pilot", "side": "input", "quantile": 0.5},
+        id="quantiles-falling",
+    ),
+    pytest.param(
+        "length_distributions",
+        set_value("ratio_to_mean", 0, -0.1),
+        ("expect_column_values_to_be_between", "ratio_to_mean"),
+        -0.1,
+        id="negative-ratio",
+    ),
 ]
 
 
@@ -306,6 +483,110 @@ def test_each_broken_case_fails_exactly_its_expectation(catalog, table, breaker,
     # One broken row, except a duplicate, which makes both of its rows unexpected.
     assert failed.unexpected_count == (2 if expected[0].endswith("unique") else 1)
     pd.testing.assert_frame_equal(frame, before)  # validation never mutates its input
+
+
+def test_an_unknown_client_fails_in_one_line(catalog):
+    frame = measurements_frame().assign(client=["argonne", "nonesuch", np.nan])
+    report = validate_table("measurements", frame, catalog)
+    lines = format_reports([report]).splitlines()
+    assert len(lines) == 2  # the failure, then the total
+    assert lines[0].startswith("FAIL  measurements expect_column_values_to_be_in_set")
+    assert "client_known" in lines[0] and lines[0].endswith("unexpected=1  examples: nonesuch")
+    with pytest.raises(ValidationFailed) as info:
+        raise_on_failure([report])
+    assert str(info.value) == (
+        "data validation failed, 1 expectation(s): measurements: "
+        "expect_column_values_to_be_in_set(client_known) e.g. 'nonesuch'"
+    )
+
+
+def test_a_closed_loop_row_without_users_fails(catalog):
+    # row 1 is a server row at a rate: as an llm-pilot (closed loop) row it names no users; row 0
+    # is an offline batch, whose batch size counts as the users of a loop of batches
+    frame = measurements_frame().assign(client=["llm-pilot", "llm-pilot", "poisson"])
+    report = validate_table("measurements", frame, catalog)
+    assert failures(report) == {("expect_column_values_to_be_in_set", "client_has_its_load")}
+    (failed,) = [r for r in report.results if not r.success]
+    assert failed.unexpected_count == 1
+    assert validate_table(
+        "measurements", frame.assign(concurrency=[np.nan, 16.0, np.nan]), catalog
+    ).success
+
+
+def test_an_offline_row_with_a_poisson_client_fails(catalog):
+    # row 0 is offline (a batch of 256): an open loop of arrivals never drove it
+    frame = measurements_frame().assign(client=["poisson", "poisson", "poisson"])
+    report = validate_table("measurements", frame, catalog)
+    assert failures(report) == {
+        ("expect_column_values_to_be_in_set", "client_fits_scenario"),
+        # nor does it give a rate, which a Poisson client's row must
+        ("expect_column_values_to_be_in_set", "client_has_its_load"),
+    }
+    assert all(r.unexpected_count == 1 for r in report.results if not r.success)
+    assert validate_table(
+        "measurements", frame.assign(client=["batch", "poisson", "poisson"]), catalog
+    ).success
+
+
+def test_an_engine_line_without_a_policy_fails():
+    lines = engine_lines_frame()
+    lines.loc[lines["line"] == "tgi", "policy"] = np.nan
+    report = validate_table("engine_lines", lines)
+    assert failures(report) == {
+        ("expect_column_values_to_not_be_null", "policy"),
+    }
+    assert "tgi" in format_reports([report]).splitlines()[0]
+
+
+def test_a_measured_engine_needs_a_line(catalog):
+    # the simulation schedules each row by its engine's line: an engine with none is refused
+    frame = measurements_frame().assign(engine=["vllm", "mlc-llm", np.nan])
+    lines = engine_lines_frame()
+    (report, _) = validate_frames({"measurements": frame, "engine_lines": lines}, catalog)
+    assert failures(report) == {("expect_column_values_to_be_in_set", "engine_has_line")}
+    assert format_reports([report]).splitlines()[0].endswith("examples: mlc-llm")
+    (report, _) = validate_frames(
+        {"measurements": frame, "engine_lines": lines[lines["engine"] != "vllm"]}, catalog
+    )
+    (failed,) = [r for r in report.results if not r.success]
+    assert failed.unexpected_count == 2  # vllm now has no line either
+
+
+def test_tables_validated_together_read_each_other(catalog):
+    # a measurement's client is looked up in the clients validated beside it, and a client's
+    # length distribution in the length table beside it (else in the shipped ones)
+    clients = clients_frame()
+    lengths = lengths_frame()
+    measured = measurements_frame().assign(client="llm-pilot", concurrency=8.0)
+    alone = validate_frames(
+        {
+            "measurements": measured,
+            "clients": clients[clients["client"] != "llm-pilot"],
+            "length_distributions": lengths[lengths["distribution"] != "lmarena"],
+        },
+        catalog,
+    )
+    assert failures(alone[0]) == {("expect_column_values_to_be_in_set", "client_known")}
+    assert failures(alone[1]) == {("expect_column_values_to_be_in_set", "lengths_known")}
+    (unknown,) = [r for r in alone[1].results if not r.success]
+    assert unknown.unexpected_count == 4  # the four ML.ENERGY clients drawing lmarena's lengths
+    assert all(r.success for r in validate_frames({"measurements": measured}, catalog))
+
+
+def test_a_distribution_gives_every_quantile_once():
+    lengths = lengths_frame()
+    report = validate_table("length_distributions", lengths.drop(index=30))
+    (failed,) = [r for r in report.results if not r.success]
+    assert (failed.expectation, failed.column) == (
+        "expect_column_values_to_be_in_set",
+        "quantiles_complete",
+    )
+    assert failed.unexpected_count == 20  # the other rows of llm_pilot's output side
+    assert failed.examples == [{"distribution": "llm_pilot", "side": "output"}]
+    doubled = pd.concat([lengths, lengths.iloc[[5]]], ignore_index=True)
+    assert failures(validate_table("length_distributions", doubled)) == {
+        ("expect_column_values_to_be_in_set", "quantiles_complete")
+    }
 
 
 def test_examples_are_distinct_and_capped(catalog):
@@ -337,6 +618,9 @@ def test_derived_columns_leave_input_untouched(catalog):
         ("gpus", derive_gpu_checks),
         ("llms", derive_llm_checks),
         ("measurements", lambda f: derive_measurement_checks(f, catalog)),
+        ("engine_lines", derive_engine_line_checks),
+        ("clients", derive_client_checks),
+        ("length_distributions", derive_length_checks),
     ):
         frame = FRAMES[table]()
         before = frame.copy()
@@ -402,6 +686,11 @@ def test_missing_files_raise_data_error(tmp_path):
         validate_all(tmp_path / "gpus.csv", tmp_path / "llms.csv", [tmp_path / "missing.csv"])
     with pytest.raises(DataError, match="suite not found"):
         validate_table("gpus", gpus_frame(), suites_dir=tmp_path)
+    folder = tmp_path / "measurements"
+    folder.mkdir()
+    measurements_frame().to_csv(folder / "runs.csv", index=False)
+    with pytest.raises(DataError, match=f"engine_lines table not found: {tmp_path}"):
+        validate_all(tmp_path / "gpus.csv", tmp_path / "llms.csv", [folder], serving_dir=tmp_path)
 
 
 def test_committed_suites_match_the_generator():

@@ -153,6 +153,35 @@ def import_kernels_command(state: CliState, directory: Path, output: Path | None
     click.echo(f"wrote {len(tidy)} rows to {output}")
 
 
+@import_command.command(name="length-distributions")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="CSV file to write (default: ./data/external/length_distributions.csv).",
+)
+def import_lengths_command(directory: Path, output: Path | None) -> None:
+    """Build the clients' named length distributions from raw files found anywhere under DIRECTORY.
+
+    Reads LLM-Pilot's results_<model>_gpu<N>_<type>_u<users>.csv[.xz] (every answered
+    request's input and output tokens: distribution llm_pilot) and ML.ENERGY v3's
+    public/data/models/*__lm-arena-chat.json (the published output-length histograms:
+    distribution lmarena) and writes 21 quantiles of each length over its mean
+    (data/length_distributions.csv ships this command's output on ../shared/reference).
+    """
+    from wattgpu.data.clients import LENGTHS_FILE
+    from wattgpu.data.importers.lengths import length_distributions
+
+    table = length_distributions(directory)
+    output = output or EXTERNAL_DATA_DIR / LENGTHS_FILE
+    output.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(output, index=False)
+    for (name, side), part in table.groupby(["distribution", "side"], sort=False):
+        click.echo(f"{name} {side}: median {part['ratio_to_mean'].iloc[10]:g} x the mean")
+    click.echo(f"wrote {len(table)} rows to {output}")
+
+
 @click.command(name="llms-from-configs")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @pass_state

@@ -64,8 +64,8 @@ class EngineReleases:
         listed = self.years.get(str(engine))
         if not listed or version is None or pd.isna(version):
             return float("nan")
-        text = _LEADING_V.sub("", str(version).strip().lower())
-        found = [v for v in listed if text == v or _extends(text, v)]
+        text = normalised_version(version)
+        found = [v for v in listed if text == v or extends(text, v)]
         return float(listed[max(found, key=len)]) if found else float("nan")
 
     def years_of(self, engines: np.ndarray, versions: np.ndarray) -> np.ndarray:
@@ -77,7 +77,14 @@ class EngineReleases:
         return looked_up[codes] if len(uniques) else np.full(len(engines), np.nan)
 
 
-def _extends(version: str, prefix: str) -> bool:
+def normalised_version(version: object) -> str:
+    """A version as the tables key it: lower case, no leading ``v`` of a tag ("" for blank)."""
+    if version is None or pd.isna(version):
+        return ""
+    return _LEADING_V.sub("", str(version).strip().lower())
+
+
+def extends(version: str, prefix: str) -> bool:
     """Whether ``version`` is ``prefix`` followed by a finer part (``0.8.1`` of ``0.8``)."""
     return version.startswith(prefix) and not version[len(prefix)].isdigit()
 

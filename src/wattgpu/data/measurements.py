@@ -38,6 +38,10 @@ OPTIONAL_COLUMNS = (
     # The serving engine's release as the source names it (a version, or a container image tag
     # such as "nightly-dev" where the source gives no version); text, provenance beside `engine`.
     "engine_version",
+    # The harness the row was measured under: a client of data/clients.csv (the importers write
+    # it from each source's documentation). Blank: the client its load implies, as a query's
+    # (a closed loop for `concurrency`, Poisson for a rate, a batch offline).
+    "client",
 )
 SCENARIOS = ("offline", "server")
 # Where a row came from, for people and error messages (the importers' provenance, the names as

@@ -1,11 +1,14 @@
-"""The expectation suites of the three tables, built in code, and the derived check columns.
+"""The expectation suites of the data tables, built in code, and the derived check columns.
 
+The catalogues (``gpus``, ``llms``) and the measurements are described here; the serving tables
+(``engine_lines``, ``clients``, ``length_distributions``) in :mod:`wattgpu.data.serving_suites`.
 This module is the source of truth for the suites in ``expectations/*.json``:
 ``python -m wattgpu.data.validation`` rewrites those files from :func:`build_suites`, and a test
 fails when they drift apart.
 
 Some rules span columns or tables (boost clock at least the base clock, heads dividing the hidden
-size, power within 1.5 x the GPU's TDP, names that resolve through the catalogue). Those are
+size, power within 1.5 x the GPU's TDP, names that resolve through the catalogue, a client
+that ``clients.csv`` lists). Those are
 checked on derived columns that the ``derive_*_checks`` functions add to a copy of the table
 before Great Expectations sees it. An expectation whose ``meta`` names ``examples_from`` reports
 the values of those columns as its failing examples (the GPU name, not ``False``).
@@ -16,6 +19,7 @@ dictionaries into suites.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -31,16 +35,28 @@ from wattgpu.data.catalog import (
     LLM_COLUMNS,
     Catalog,
 )
+from wattgpu.data.clients import CLIENT_FOR_LOAD, client_kinds
+from wattgpu.data.engine_lines import engine_lines
 from wattgpu.data.formats import KNOWN_FORMATS
 from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
+from wattgpu.data.serving_suites import (
+    client_expectations,
+    engine_line_expectations,
+    length_expectations,
+)
+from wattgpu.data.suite_parts import (
+    between,
+    examples_from,
+    exists,
+    expectation,
+    holds,
+    not_null,
+    numeric,
+    numeric_types,
+    text_types,
+)
 
-TABLES = ("gpus", "llms", "measurements")
-
-# pandas 3 reads text as dtype "str" (a column with no value at all reads as float64);
-# integers as int64, or float64 when a value is blank. expect_column_values_to_be_in_type_list
-# does not recognise the "str" dtype, so text columns use expect_column_values_to_be_of_type.
-TEXT_TYPE = "str"
-NUMERIC_TYPES = ["int64", "float64", "Int64", "Float64"]
+TABLES = ("gpus", "llms", "measurements", "engine_lines", "clients", "length_distributions")
 
 MEMORY_TYPES = [
     "GDDR5",
@@ -157,74 +173,22 @@ MAX_ITL_S = 60
 MAX_TTFT_S = 600
 
 
-def expectation(kind: str, meta: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
-    """Return one expectation as the plain dictionary Great Expectations stores.
-
-    Args:
-        kind: the snake_case expectation type, e.g. ``"expect_column_values_to_be_between"``.
-        meta: free-form notes kept with the expectation (``examples_from`` is read by validation).
-        **kwargs: the expectation's arguments (``column``, ``min_value``, ...).
-
-    """
-    return {"type": kind, "kwargs": kwargs, "meta": meta or {}}
-
-
-def _exists(columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [expectation("expect_column_to_exist", column=c) for c in columns]
-
-
-def _not_null(columns: tuple[str, ...], keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Not-null checks whose failing examples name the row (its ``keys``), not a blank value."""
-    return [
-        expectation(
-            "expect_column_values_to_not_be_null",
-            column=c,
-            meta=None if c in keys else _examples_from(*keys),
-        )
-        for c in columns
-    ]
-
-
-def _text_types(columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [
-        expectation("expect_column_values_to_be_of_type", column=c, type_=TEXT_TYPE)
-        for c in columns
-    ]
-
-
-def _numeric_types(columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [
-        expectation("expect_column_values_to_be_in_type_list", column=c, type_list=NUMERIC_TYPES)
-        for c in columns
-    ]
-
-
-def _between(column: str, low: float | None, high: float | None, **extra: Any) -> dict[str, Any]:
-    return expectation(
-        "expect_column_values_to_be_between", column=column, min_value=low, max_value=high, **extra
-    )
-
-
-def _examples_from(*columns: str) -> dict[str, Any]:
-    return {"examples_from": list(columns)}
-
-
 def gpu_expectations() -> list[dict[str, Any]]:
     """Return the GPU catalogue's expectations."""
     text = ("gpu", "vendor", "architecture", "form_factor", "memory_type")
     return [
-        *_exists((*GPU_COLUMNS, *GPU_THROUGHPUT_COLUMNS)),
-        *_text_types((*text, "aliases")),
-        *_numeric_types(GPU_ALL_NUMERIC),
+        *exists((*GPU_COLUMNS, *GPU_THROUGHPUT_COLUMNS)),
+        *text_types((*text, "aliases")),
+        *numeric_types(GPU_ALL_NUMERIC),
         expectation("expect_column_values_to_be_unique", column="gpu"),
-        *_not_null((*text, *GPU_REQUIRED_NUMERIC), ("gpu",)),
-        *[_between(c, lo, hi) for c, lo, hi in GPU_RANGES],
-        _between("boost_over_base_clock", 1, None, meta=_examples_from("gpu")),
+        *not_null((*text, *GPU_REQUIRED_NUMERIC), ("gpu",)),
+        *[between(c, lo, hi) for c, lo, hi in GPU_RANGES],
+        between("boost_over_base_clock", 1, None, meta=examples_from("gpu")),
         expectation(
             "expect_column_values_to_be_in_set",
             column="compute_capability",
             value_set=COMPUTE_CAPABILITIES,
-            meta=_examples_from("gpu"),
+            meta=examples_from("gpu"),
         ),
         # FP8 tensor cores arrive with SM89 (Ada) and SM90 (Hopper), FP4 with SM100 (Blackwell):
         # a figure on an older GPU, or none on a newer one, is a wrong row or a wrong capability.
@@ -232,18 +196,18 @@ def gpu_expectations() -> list[dict[str, Any]]:
             "expect_column_values_to_be_in_set",
             column="fp8_given_iff_capable",
             value_set=[True],
-            meta=_examples_from("gpu"),
+            meta=examples_from("gpu"),
         ),
         expectation(
             "expect_column_values_to_be_in_set",
             column="fp4_only_if_capable",
             value_set=[True],
-            meta=_examples_from("gpu"),
+            meta=examples_from("gpu"),
         ),
         # Halving the precision never lowers the peak: FP8 at least the dense FP16 figure.
-        _between("fp8_over_fp16", 1, None, meta=_examples_from("gpu")),
+        between("fp8_over_fp16", 1, None, meta=examples_from("gpu")),
         # FP32 accumulation runs at the FP16-accumulate rate or at half of it (GeForce cards).
-        _between("fp32acc_over_fp16", 0.5, 1, meta=_examples_from("gpu")),
+        between("fp32acc_over_fp16", 0.5, 1, meta=examples_from("gpu")),
         expectation(
             "expect_column_values_to_be_in_set", column="interconnect", value_set=INTERCONNECTS
         ),
@@ -258,25 +222,25 @@ def llm_expectations() -> list[dict[str, Any]]:
     """Return the LLM catalogue's expectations."""
     text = ("model", "family", "arch", "dtype")
     return [
-        *_exists(LLM_REQUIRED_COLUMNS),
-        *_text_types((*text, "aliases")),
-        *_numeric_types(LLM_REQUIRED_NUMERIC),
+        *exists(LLM_REQUIRED_COLUMNS),
+        *text_types((*text, "aliases")),
+        *numeric_types(LLM_REQUIRED_NUMERIC),
         expectation("expect_column_values_to_be_unique", column="model"),
-        *_not_null((*text, *LLM_REQUIRED_NUMERIC), ("model",)),
-        *[_between(c, lo, hi) for c, lo, hi in LLM_RANGES],
-        _between("active_params_b", 0, None, strict_min=True),
-        _between("active_params_fraction", 0, 1, strict_min=True, meta=_examples_from("model")),
+        *not_null((*text, *LLM_REQUIRED_NUMERIC), ("model",)),
+        *[between(c, lo, hi) for c, lo, hi in LLM_RANGES],
+        between("active_params_b", 0, None, strict_min=True),
+        between("active_params_fraction", 0, 1, strict_min=True, meta=examples_from("model")),
         expectation(
             "expect_column_values_to_be_in_set",
             column="hidden_size_mod_heads",
             value_set=[0],
-            meta=_examples_from("model"),
+            meta=examples_from("model"),
         ),
         expectation(
             "expect_column_values_to_be_in_set",
             column="heads_mod_kv_heads",
             value_set=[0],
-            meta=_examples_from("model"),
+            meta=examples_from("model"),
         ),
         expectation("expect_column_values_to_be_in_set", column="dtype", value_set=LLM_DTYPES),
         expectation("expect_column_values_to_be_in_set", column="arch", value_set=LLM_ARCHS),
@@ -288,75 +252,79 @@ def llm_expectations() -> list[dict[str, Any]]:
             column="weight_format",
             value_set=list(KNOWN_FORMATS),
         ),
-        _between("num_experts", 1, None),
-        _between("moe_intermediate_size", 1, None),
-        *[_between(c, 1, None) for c in LLM_ATTENTION_COLUMNS],
-        _between("shared_experts", 0, None),
-        _between("experts_per_expert_count", 0, 1, strict_min=True, meta=_examples_from("model")),
+        between("num_experts", 1, None),
+        between("moe_intermediate_size", 1, None),
+        *[between(c, 1, None) for c in LLM_ATTENTION_COLUMNS],
+        between("shared_experts", 0, None),
+        between("experts_per_expert_count", 0, 1, strict_min=True, meta=examples_from("model")),
     ]
 
 
 def measurement_expectations() -> list[dict[str, Any]]:
     """Return the measurement table's expectations (optional columns may be blank)."""
     return [
-        *_exists(REQUIRED_COLUMNS),
-        *_text_types(("gpu", "model", "scenario")),
-        *_numeric_types(MEASUREMENT_NUMERIC),
+        *exists(REQUIRED_COLUMNS),
+        *text_types(("gpu", "model", "scenario")),
+        *numeric_types(MEASUREMENT_NUMERIC),
         # A row may measure power only or ITL only (ML.ENERGY's server files have no tokens),
         # but it must measure something.
-        *_not_null(("gpu", "model", "scenario"), ("gpu", "model")),
+        *not_null(("gpu", "model", "scenario"), ("gpu", "model")),
         expectation(
             "expect_column_values_to_be_in_set",
             column="has_measurement",
             value_set=[True],
-            meta=_examples_from("gpu", "model"),
+            meta=examples_from("gpu", "model"),
         ),
         expectation(
             "expect_column_values_to_be_in_set", column="scenario", value_set=list(SCENARIOS)
         ),
-        _between("mean_power_w", 0, None, strict_min=True),
-        _between(
+        between("mean_power_w", 0, None, strict_min=True),
+        between(
             "power_over_tdp",
             None,
             MAX_POWER_OVER_TDP,
-            meta=_examples_from("gpu", "mean_power_w"),
+            meta=examples_from("gpu", "mean_power_w"),
         ),
-        _between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
-        _between("ttft_s", 0, MAX_TTFT_S, strict_min=True, strict_max=True),
-        *[_between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
+        between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
+        between("ttft_s", 0, MAX_TTFT_S, strict_min=True, strict_max=True),
+        *[between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
         # up to a GB200 NVL72 rack (one NVLink domain of 72 GPUs)
-        _between("num_gpus", 1, 72),
-        _between("engine_year", 2000, 2100),
+        between("num_gpus", 1, 72),
+        between("engine_year", 2000, 2100),
         expectation(
             "expect_column_values_to_be_in_set",
             column="gpu_resolves",
             value_set=[True],
-            meta=_examples_from("gpu"),
+            meta=examples_from("gpu"),
         ),
         expectation(
             "expect_column_values_to_be_in_set",
             column="model_resolves",
             value_set=[True],
-            meta=_examples_from("model"),
+            meta=examples_from("model"),
         ),
+        # the harness a row names must be one the simulation knows (data/clients.csv)
+        holds("client_known", "client"),
+        # an offline row was never driven by an open loop of arrivals
+        holds("client_fits_scenario", "client", "scenario"),
+        # a closed loop or rounds name their users, a Poisson client its rate, a batch its size
+        holds("client_has_its_load", "client"),
+        # the simulation schedules a row by its engine's line (data/engine_lines.csv)
+        holds("engine_has_line", "engine"),
     ]
 
 
 def build_suites() -> dict[str, dict[str, Any]]:
-    """Return the three suites as keyword dictionaries for ``gx.ExpectationSuite(**suite)``."""
+    """Return the suites of ``TABLES`` as keyword dictionaries for ``gx.ExpectationSuite``."""
     builders = {
         "gpus": gpu_expectations,
         "llms": llm_expectations,
         "measurements": measurement_expectations,
+        "engine_lines": engine_line_expectations,
+        "clients": client_expectations,
+        "length_distributions": length_expectations,
     }
     return {table: {"name": table, "expectations": build()} for table, build in builders.items()}
-
-
-def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
-    """Return the column as floats; blank (NaN) where it is missing or not numeric."""
-    if column not in frame.columns:
-        return pd.Series(np.nan, index=frame.index, dtype=float)
-    return pd.to_numeric(frame[column], errors="coerce").astype(float)
 
 
 def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
@@ -372,16 +340,16 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     for column in (*GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS, "interconnect"):
         if column not in out.columns:
             out[column] = np.nan
-    boost, base = _numeric(out, "boost_clock_mhz"), _numeric(out, "base_clock_mhz")
+    boost, base = numeric(out, "boost_clock_mhz"), numeric(out, "base_clock_mhz")
     out["boost_over_base_clock"] = boost / base
-    capability = _numeric(out, "compute_capability")
-    fp8, fp4 = _numeric(out, "fp8_tensor_tflops"), _numeric(out, "fp4_tensor_tflops")
+    capability = numeric(out, "compute_capability")
+    fp8, fp4 = numeric(out, "fp8_tensor_tflops"), numeric(out, "fp4_tensor_tflops")
     out["fp8_given_iff_capable"] = (fp8.notna() == (capability >= KERNEL_FEATURES["fp8"])).astype(
         bool
     )
     out["fp4_only_if_capable"] = (fp4.isna() | (capability >= KERNEL_FEATURES["fp4"])).astype(bool)
-    out["fp8_over_fp16"] = fp8 / _numeric(out, "fp16_tensor_tflops")
-    out["fp32acc_over_fp16"] = _numeric(out, "fp32acc_tensor_tflops") / _numeric(
+    out["fp8_over_fp16"] = fp8 / numeric(out, "fp16_tensor_tflops")
+    out["fp32acc_over_fp16"] = numeric(out, "fp32acc_tensor_tflops") / numeric(
         out, "fp16_tensor_tflops"
     )
     return out
@@ -400,24 +368,36 @@ def derive_llm_checks(frame: pd.DataFrame) -> pd.DataFrame:
     for column in LLM_OPTIONAL_COLUMNS:
         if column not in out.columns:
             out[column] = np.nan
-    out["experts_per_expert_count"] = _numeric(out, "experts_per_token") / _numeric(
+    out["experts_per_expert_count"] = numeric(out, "experts_per_token") / numeric(
         out, "num_experts"
     )
-    heads = _numeric(out, "num_attention_heads")
-    kv_heads = _numeric(out, "num_kv_heads")
-    out["active_params_fraction"] = _numeric(out, "active_params_b") / _numeric(out, "params_b")
-    out["hidden_size_mod_heads"] = _numeric(out, "hidden_size") % heads.replace(0, np.nan)
+    heads = numeric(out, "num_attention_heads")
+    kv_heads = numeric(out, "num_kv_heads")
+    out["active_params_fraction"] = numeric(out, "active_params_b") / numeric(out, "params_b")
+    out["hidden_size_mod_heads"] = numeric(out, "hidden_size") % heads.replace(0, np.nan)
     out["heads_mod_kv_heads"] = heads % kv_heads.replace(0, np.nan)
     return out
 
 
-def derive_measurement_checks(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+def derive_measurement_checks(
+    frame: pd.DataFrame,
+    catalog: Catalog,
+    clients: Mapping[str, str] | None = None,
+    engines: Iterable[str] | None = None,
+) -> pd.DataFrame:
     """Return a copy of the measurement table with the derived check columns added.
 
     Optional columns that are absent are added as blanks (as ``read_measurements`` does).
     ``gpu_resolves`` / ``model_resolves`` say whether the name resolves through the catalogue;
     ``power_over_tdp`` is ``mean_power_w`` over the resolved GPU's ``tdp_w`` (blank when the GPU
     does not resolve); ``has_measurement`` says the row holds a power or an ITL.
+    Of the harness (``clients``: client -> kind, default the shipped ``clients.csv``'s):
+    ``client_known``: the ``client`` is blank or listed; ``client_fits_scenario``: an offline row's
+    client is not a Poisson one; ``client_has_its_load``: a ``closed`` or ``rounds`` client's row
+    gives its users (``concurrency``, or ``batch_size`` for a loop of batches), a ``poisson``
+    one's its ``request_rate_rps`` and a ``batch`` one's its ``batch_size`` (a blank client gets
+    the one its load implies, so it passes). ``engine_has_line``: the ``engine`` is blank or has
+    a line in ``engines`` (default: the shipped ``engine_lines.csv``'s engines).
     """
     out = frame.reset_index(drop=True)
     for column in OPTIONAL_COLUMNS:
@@ -431,8 +411,26 @@ def derive_measurement_checks(frame: pd.DataFrame, catalog: Catalog) -> pd.DataF
     out["gpu_resolves"] = canonical_gpu.notna().astype(bool)
     out["model_resolves"] = canonical_llm.notna().astype(bool)
     tdp = pd.to_numeric(canonical_gpu.map(catalog.gpus["tdp_w"]), errors="coerce").astype(float)
-    out["power_over_tdp"] = _numeric(out, "mean_power_w") / tdp
+    out["power_over_tdp"] = numeric(out, "mean_power_w") / tdp
     out["has_measurement"] = (
-        _numeric(out, "mean_power_w").notna() | _numeric(out, "itl_s").notna()
+        numeric(out, "mean_power_w").notna() | numeric(out, "itl_s").notna()
     ).astype(bool)
+    kinds = client_kinds() if clients is None else dict(clients)
+    out["client_known"] = (out["client"].isna() | out["client"].isin(kinds)).astype(bool)
+    kind = out["client"].map(kinds)
+    offline = out["scenario"] == "offline" if "scenario" in out.columns else blank.notna()
+    out["client_fits_scenario"] = ~(offline & (kind == CLIENT_FOR_LOAD["rate"])).astype(bool)
+    users = numeric(out, "concurrency").notna() | numeric(out, "batch_size").notna()
+    load = {
+        "closed": users,
+        "rounds": users,
+        "poisson": numeric(out, "request_rate_rps").notna(),
+        "batch": numeric(out, "batch_size").notna(),
+    }
+    has_load = pd.Series(True, index=out.index)
+    for name, given in load.items():
+        has_load &= (kind != name) | given
+    out["client_has_its_load"] = has_load.astype(bool)
+    lined = set(engine_lines().table["engine"]) if engines is None else set(engines)
+    out["engine_has_line"] = (out["engine"].isna() | out["engine"].isin(lined)).astype(bool)
     return out

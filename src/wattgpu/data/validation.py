@@ -1,10 +1,12 @@
-"""Validating the catalogues and the measurements with Great Expectations.
+"""Validating the data tables with Great Expectations.
 
-The only module that imports Great Expectations. Suites are read from
-``expectations/*.json`` (built by :mod:`wattgpu.data.suites`, written by
-:func:`write_suites`); each table gets its derived check columns, and every table is validated in
-one ephemeral context through a checkpoint. When a docs folder is given, the checkpoint's
-``UpdateDataDocsAction`` writes Data Docs HTML there (``<docs_dir>/index.html``).
+The catalogues, the measurements and the serving tables the simulated serving loop reads
+(``engine_lines.csv``, ``clients.csv``, ``length_distributions.csv``). The only module that
+imports Great Expectations. Suites are read from ``expectations/*.json`` (built by
+:mod:`wattgpu.data.suites`, written by :func:`write_suites`); each table gets its derived check
+columns, and every table is validated in one ephemeral context through a checkpoint. When a
+docs folder is given, the checkpoint's ``UpdateDataDocsAction`` writes Data Docs HTML there
+(``<docs_dir>/index.html``).
 """
 
 from __future__ import annotations
@@ -26,9 +28,19 @@ from great_expectations.data_context.types.base import (
     ProgressBarsConfig,
 )
 
-from wattgpu.config import EXPECTATIONS_DIR
+from wattgpu.config import EXPECTATIONS_DIR, SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.clients import CLIENTS_FILE, LENGTHS_FILE, kinds_of
+from wattgpu.data.engine_lines import ENGINE_LINES_FILE
 from wattgpu.data.measurements import read_measurements
+from wattgpu.data.serving_suites import (
+    CLIENT_DTYPES,
+    ENGINE_LINE_DTYPES,
+    LENGTH_TEXT,
+    derive_client_checks,
+    derive_engine_line_checks,
+    derive_length_checks,
+)
 from wattgpu.data.suites import (
     TABLES,
     build_suites,
@@ -39,6 +51,12 @@ from wattgpu.data.suites import (
 from wattgpu.errors import DataError, ValidationFailed
 
 MAX_EXAMPLES = 5
+# The serving tables: file name and how its text columns are read.
+SERVING_FILES = {
+    "engine_lines": (ENGINE_LINES_FILE, ENGINE_LINE_DTYPES),
+    "clients": (CLIENTS_FILE, CLIENT_DTYPES),
+    "length_distributions": (LENGTHS_FILE, dict.fromkeys(LENGTH_TEXT, str)),
+}
 DOCS_SITE = "wattgpu_local_site"
 RUN_NAME = "wattgpu-validate"
 # SUMMARY keeps up to 20 failing values and their row indexes, enough for 5 distinct examples.
@@ -50,7 +68,7 @@ class ExpectationResult:
     """The outcome of one expectation on one table.
 
     Attributes:
-        table: ``gpus``, ``llms`` or ``measurements``.
+        table: one of ``suites.TABLES``.
         expectation: the expectation type, e.g. ``expect_column_values_to_be_between``.
         column: the column it checks, or ``None`` for a table-level expectation.
         success: whether it held.
@@ -74,7 +92,7 @@ class TableReport:
     """All expectation results of one table.
 
     Attributes:
-        table: ``gpus``, ``llms`` or ``measurements``.
+        table: one of ``suites.TABLES``.
         success: whether every expectation held.
         results: one entry per expectation, in suite order.
         rows: the number of rows validated.
@@ -138,14 +156,42 @@ def _context(docs_dir: Path | None) -> Any:
     return gx.get_context(mode="ephemeral", project_config=config)
 
 
-def _derive(table: str, frame: pd.DataFrame, catalog: Catalog | None) -> pd.DataFrame:
+def _derive(
+    table: str, frame: pd.DataFrame, catalog: Catalog | None, frames: Mapping[str, pd.DataFrame]
+) -> pd.DataFrame:
+    """The table with its derived check columns; tables it names are read from ``frames``.
+
+    A measurement's client is looked up in ``frames["clients"]`` and a client's distribution in
+    ``frames["length_distributions"]`` where they are validated together, else in the shipped
+    tables.
+    """
     if table == "gpus":
         return derive_gpu_checks(frame)
     if table == "llms":
         return derive_llm_checks(frame)
+    if table == "engine_lines":
+        return derive_engine_line_checks(frame)
+    if table == "clients":
+        return derive_client_checks(frame, _names(frames, "length_distributions", "distribution"))
+    if table == "length_distributions":
+        return derive_length_checks(frame)
     if catalog is None:
         raise ValueError("validating measurements needs the catalogue to resolve names; got None")
-    return derive_measurement_checks(frame, catalog)
+    clients = frames.get("clients")
+    return derive_measurement_checks(
+        frame,
+        catalog,
+        None if clients is None else kinds_of(clients),
+        _names(frames, "engine_lines", "engine"),
+    )
+
+
+def _names(frames: Mapping[str, pd.DataFrame], table: str, column: str) -> list[str] | None:
+    """The names in ``frames[table][column]``; None where that table is not being validated."""
+    frame = frames.get(table)
+    if frame is None or column not in frame.columns:
+        return None
+    return [str(name) for name in frame[column].dropna()]
 
 
 def _plain(value: Any) -> Any:
@@ -195,10 +241,11 @@ def _run_table(
     table: str,
     frame: pd.DataFrame,
     catalog: Catalog | None,
+    frames: Mapping[str, pd.DataFrame],
     suites_dir: Path,
     write_docs: bool,
 ) -> TableReport:
-    derived = _derive(table, frame, catalog)
+    derived = _derive(table, frame, catalog, frames)
     suite = context.suites.add(load_suite(table, suites_dir))
     batch = (
         context.data_sources.add_pandas(f"wattgpu_{table}")
@@ -254,7 +301,9 @@ def validate_frames(
     """Validate several tables in one Great Expectations context.
 
     Args:
-        frames: table name (``gpus``, ``llms``, ``measurements``) to its rows; not modified.
+        frames: table name (one of ``TABLES``) to its rows; not modified. A measurement's
+            client, and a client's length distribution, are checked against the ``clients`` and
+            ``length_distributions`` given here, else against the shipped ones.
         catalog: the catalogue that measurement names resolve through (needed for measurements).
         docs_dir: when given, Data Docs HTML for these validations is written there.
         suites_dir: the folder holding ``<table>.json`` suites.
@@ -272,7 +321,7 @@ def validate_frames(
         raise ValueError(f"unknown table {unknown[0]!r}; expected one of {', '.join(TABLES)}")
     context = _context(docs_dir)
     return [
-        _run_table(context, table, frame, catalog, Path(suites_dir), docs_dir is not None)
+        _run_table(context, table, frame, catalog, frames, Path(suites_dir), docs_dir is not None)
         for table, frame in frames.items()
     ]
 
@@ -287,7 +336,7 @@ def validate_table(
     """Validate one table against its suite.
 
     Args:
-        table: ``gpus``, ``llms`` or ``measurements``.
+        table: one of ``TABLES``.
         frame: the rows, as read from the CSV; not modified.
         catalog: the catalogue that measurement names resolve through (needed for measurements).
         docs_dir: when given, Data Docs HTML is written there.
@@ -306,8 +355,9 @@ def validate_all(
     measurement_paths: Iterable[Path | str],
     docs_dir: Path | None = None,
     suites_dir: Path = EXPECTATIONS_DIR,
+    serving_dir: Path = SHIPPED_DATA_DIR,
 ) -> list[TableReport]:
-    """Read and validate the GPU catalogue, the LLM catalogue and the measurements.
+    """Read and validate the catalogues, the measurements and the serving tables.
 
     Args:
         gpus_csv: the GPU catalogue (default: the shipped ``gpus.csv``).
@@ -315,9 +365,11 @@ def validate_all(
         measurement_paths: measurement CSV files or folders of them.
         docs_dir: when given, Data Docs HTML is written there; open ``data_docs_index(docs_dir)``.
         suites_dir: the folder holding ``<table>.json`` suites.
+        serving_dir: the folder of ``engine_lines.csv``, ``clients.csv`` and
+            ``length_distributions.csv`` (default: the shipped ones, which the prior reads).
 
     Returns:
-        Reports for ``gpus``, ``llms`` and ``measurements``, in that order.
+        Reports for ``TABLES`` (the catalogues, the measurements, then the serving tables).
 
     Raises:
         DataError: a file is missing, unreadable or lacks a required column, or a catalogue
@@ -330,8 +382,26 @@ def validate_all(
         "gpus": catalog.gpus.reset_index(drop=True),
         "llms": catalog.llms.reset_index(drop=True),
         "measurements": measurements,
+        **{table: read_serving_table(table, serving_dir) for table in SERVING_FILES},
     }
     return validate_frames(frames, catalog, docs_dir, suites_dir)
+
+
+def read_serving_table(table: str, directory: Path = SHIPPED_DATA_DIR) -> pd.DataFrame:
+    """Read ``engine_lines``, ``clients`` or ``length_distributions`` from ``directory``.
+
+    Raises:
+        DataError: the file is missing or not a readable CSV.
+
+    """
+    name, dtypes = SERVING_FILES[table]
+    path = Path(directory) / name
+    try:
+        return pd.read_csv(path, dtype=dtypes)
+    except FileNotFoundError:
+        raise DataError(f"{table} table not found: {path}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"{table} table {path} is not a readable CSV: {exc}") from None
 
 
 def _describe(value: Any) -> str:

@@ -19,9 +19,13 @@ their experts and the row's ``dtype`` its weight format.
 Kept rows carry canonical catalogue names in ``gpu``/``model`` and the names exactly as the
 source writes them in ``gpu_source_name``/``model_source_name`` (not ``*_as_written``, which
 :func:`~wattgpu.data.measurements.resolve_names` overwrites when the file is read back).
+Each names the harness it was measured under in ``client`` (a client of ``data/clients.csv``, one
+per source generation, from the source's documentation); Watt Counts' rows leave it blank, so
+they get the client their load implies (Poisson arrivals at the row's rate, a batch offline).
 """
 
 from wattgpu.data.importers.aiconfigurator import (
+    AIC_CLIENT,
     AIC_DISAGG,
     AIC_FAMILY,
     AIC_GPUS,
@@ -32,6 +36,7 @@ from wattgpu.data.importers.aiconfigurator import (
     read_aiconfigurator,
 )
 from wattgpu.data.importers.argonne import (
+    ARGONNE_CLIENT,
     ARGONNE_ENGINE_YEAR,
     ARGONNE_ENGINES,
     ARGONNE_FILES,
@@ -49,6 +54,7 @@ from wattgpu.data.importers.common import (
     summarise,
 )
 from wattgpu.data.importers.llm_pilot import (
+    LLM_PILOT_CLIENT,
     LLM_PILOT_ENGINE_YEAR,
     LLM_PILOT_GPUS,
     LLM_PILOT_ID_COLUMNS,
@@ -64,6 +70,7 @@ from wattgpu.data.importers.mlenergy import (
     ITL_KIND_V2,
     ITL_KIND_V3,
     MLENERGY_2023_MODEL_IDS,
+    MLENERGY_CLIENTS,
     MLENERGY_ID_COLUMNS,
     MLENERGY_SOURCE,
     MLENERGY_V3_TEXT_TASKS,
@@ -84,12 +91,14 @@ from wattgpu.data.importers.watt_counts import (
 )
 
 __all__ = [
+    "AIC_CLIENT",
     "AIC_DISAGG",
     "AIC_FAMILY",
     "AIC_GPUS",
     "AIC_ID_COLUMNS",
     "AIC_ITL_KIND",
     "AIC_SOURCE",
+    "ARGONNE_CLIENT",
     "ARGONNE_ENGINE_YEAR",
     "ARGONNE_ENGINES",
     "ARGONNE_FILES",
@@ -98,6 +107,7 @@ __all__ = [
     "ARGONNE_MIN_STEP_S",
     "ARGONNE_SOURCE",
     "ITL_KIND_2023",
+    "LLM_PILOT_CLIENT",
     "LLM_PILOT_ENGINE_YEAR",
     "LLM_PILOT_GPUS",
     "LLM_PILOT_ID_COLUMNS",
@@ -107,6 +117,7 @@ __all__ = [
     "ITL_KIND_V2",
     "ITL_KIND_V3",
     "MLENERGY_2023_MODEL_IDS",
+    "MLENERGY_CLIENTS",
     "MLENERGY_ID_COLUMNS",
     "MLENERGY_SOURCE",
     "MLENERGY_V3_TEXT_TASKS",

@@ -53,6 +53,9 @@ from wattgpu.data.importers.common import (
 AIC_FILE = "silicon_sample.csv"
 AIC_SOURCE = "nvidia aiconfigurator (silicon_sample)"
 AIC_FAMILY = "aiconfigurator_silicon"
+# The harness (data/clients.csv): a closed loop at the stated concurrency with fixed input and
+# output lengths, TTFT and TPOT as request means (serving_dynamics.md, B5).
+AIC_CLIENT = "aiconfigurator"
 # No "median" and no "prefill" in the text: itl_statistic reads it as the mean.
 AIC_ITL_KIND = "mean TPOT per request: (request time - TTFT) / (output tokens - 1)"
 # AIConfigurator's systems -> the catalogue's variants (its systems/<name>.yaml spec files:
@@ -202,6 +205,7 @@ def _tidy_row(row: pd.Series, index: int, rel: str) -> dict[str, Any]:
         "mean_power_w": math.nan,
         "measured_at": measured.group(1).strip() if measured else None,
         "source": AIC_SOURCE,
+        "client": AIC_CLIENT,
         "tensor_parallel": _number(row["tp_size"]),
         "pipeline_parallel": _number(row["pp_size"]),
         "attention_dp": _number(row["attention_dp_size"]),

@@ -52,6 +52,10 @@ ARGONNE_ENGINES = {
     "llama.cpp": "llama.cpp",
 }
 ARGONNE_ITL_KIND = "batch_latency/output_len (upper bound, incl. prefill)"
+# The harness (data/clients.csv): one offline batch of B random-token prompts sent at t = 0,
+# input = output length, ignore_eos, latency = the batch's end-to-end time
+# (serving_dynamics.md, B3).
+ARGONNE_CLIENT = "argonne"
 # The serving software of the runs is of 2024, as the paper describes it (PMBS 2024, arXiv
 # 2411.00136); the rows name no version. Without it the rows would mean today's engines.
 ARGONNE_ENGINE_YEAR = 2024
@@ -101,6 +105,7 @@ def _argonne_row(raw: dict[str, Any], family: str, rel: str, index: int) -> dict
         # f16 GGUF, vLLM dtype auto), so blank passes the 16-bit filter, as in the reference
         "dtype": None,
         "source": ARGONNE_SOURCE.format(family=family),
+        "client": ARGONNE_CLIENT,
         "_reason": None,
     }
     if not hardware.lower().startswith("nvidia"):

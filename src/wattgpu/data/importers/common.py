@@ -44,6 +44,7 @@ TEXT_COLUMNS = (
     "dtype",
     "itl_kind",
     "source",
+    "client",
 )
 # Whole numbers that a blank may interrupt: written as integers, not as floats.
 COUNT_COLUMNS = (

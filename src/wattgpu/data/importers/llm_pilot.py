@@ -41,6 +41,9 @@ LLM_PILOT_FAMILY = "tgi_closed_loop_2023"
 # TGI releases of 2023 (the requests' timestamps are of October-December 2023).
 LLM_PILOT_ENGINE_YEAR = 2023
 LLM_PILOT_ITL_KIND = "median_gap (all gaps after the first token, all answered requests)"
+# The harness (data/clients.csv): a closed loop of N users for 120 s, lengths sampled from the
+# authors' production traces, medians of TTFT and of all gaps (serving_dynamics.md, B4).
+LLM_PILOT_CLIENT = "llm-pilot"
 # The source's GPU types -> the catalogue variant, from the authors' own spec table
 # (predict_performance/gpu_features.csv): A10 24 GB PCIe; T4 16 GB PCIe; A100 40 GB, not SXM
 # (so PCIe); H100 80 GB SXM at 3,350 GB/s. The bare "A100" alias of the catalogue means the SXM4
@@ -75,7 +78,8 @@ LLM_PILOT_FAILURES = (
     ("not found in cache", "TGI lost the batch (Batch ID not found in cache)"),
     ("context canceled", "cancelled by the load generator"),
 )
-_FILE_NAME = re.compile(r"results_.+_gpu\d+_[a-z0-9]+_u\d+\.csv(\.xz)?")
+# The name of a results file (one case): results_<model>_gpu<count>_<type>_u<users>.csv[.xz].
+LLM_PILOT_FILE = re.compile(r"results_.+_gpu\d+_[a-z0-9]+_u\d+\.csv(\.xz)?")
 
 
 def failure_reason(status: int, errors: str) -> str:
@@ -119,6 +123,7 @@ def _case(frame: pd.DataFrame, rel: str) -> dict[str, Any]:
         # not stated; TGI serves 16-bit weights by default, so blank passes the 16-bit filter
         "dtype": None,
         "source": LLM_PILOT_SOURCE.format(family=LLM_PILOT_FAMILY),
+        "client": LLM_PILOT_CLIENT,
         "_reason": None,
     }
 
@@ -196,7 +201,7 @@ def read_llm_pilot(raw_dir: Path) -> pd.DataFrame:
     """
 
     def read_file(path: Path, rel: str) -> list[dict[str, Any]]:
-        return _read_llm_pilot_file(path, rel) if _FILE_NAME.fullmatch(path.name) else []
+        return _read_llm_pilot_file(path, rel) if LLM_PILOT_FILE.fullmatch(path.name) else []
 
     return read_raw_files(
         raw_dir,

@@ -53,7 +53,21 @@ MLENERGY_ENGINE_YEARS = {
     "v2_vllm_batch_2024": 2024,
     "v3_vllm_batch_2025": 2025,
 }
+# The harness of each generation (data/clients.csv). serving_dynamics.md describes the 2024 batch
+# runs (B1: 2,000 requests at t = 0 to vLLM 0.5.4, chunked prefill off, TPOT over the steady
+# state) and the 2025 ones (B2: 1,024 x repeats requests at t = 0 to vLLM 0.11.1, median
+# client-side ITL); the shared reference README ("Source 1") the others: FastChat's generate
+# answering one batch after another (2023), servers under a target request rate (2024 V1).
+MLENERGY_CLIENTS = {
+    "legacy_hf_bs1_2023": "mlenergy-hf",
+    "hf_batch_branch_2023": "mlenergy-hf",
+    "v1_server_rate_2024": "mlenergy-v1",
+    "v2_vllm_batch_2024": "mlenergy-v2",
+    "v3_vllm_batch_2025": "mlenergy-v3",
+}
 MLENERGY_V3_TEXT_TASKS = ("gpqa", "lm-arena-chat", "sourcegraph-fim")
+# Where V3's per-model files lie: public/data/models/<org>__<model>__<task>.json.
+MLENERGY_V3_FOLDER = ("public", "data", "models")
 ITL_KIND_2023 = "mean_latency/mean_response_length (incl. prefill)"
 ITL_KIND_V2 = "mean TPOT over engine iterations (vLLM stats)"
 ITL_KIND_V3 = "median client-side ITL (chunk-smoothed)"
@@ -79,6 +93,7 @@ def _base(family: str, rel: str, index: int, task: str | None, model: str) -> di
         "model": MLENERGY_2023_MODEL_IDS.get(model, model),
         "source": MLENERGY_SOURCE.format(family=family),
         "engine_year": MLENERGY_ENGINE_YEARS[family],
+        "client": MLENERGY_CLIENTS[family],
         "input_tokens": math.nan,
         "pipeline_parallel": 1,
         "_reason": None,
@@ -213,7 +228,7 @@ def _read_mlenergy_file(path: Path, rel: str) -> list[dict[str, Any]]:
         return _read_2023_csv(path, rel)
     if path.suffix != ".json" or path.name == "models.json":
         return []
-    is_v3 = parts[-4:-1] == ("public", "data", "models")
+    is_v3 = parts[-4:-1] == MLENERGY_V3_FOLDER
     if not (is_v3 or _RATE_NAME.fullmatch(path.name) or _BS_NAME.fullmatch(path.name)):
         return []
     data = json.loads(path.read_text(encoding="utf-8"))
