@@ -33,6 +33,8 @@ KINDS = ("closed", "rounds", "poisson", "batch")
 # What a query without a client gets, by how it states its load.
 CLIENT_FOR_LOAD = {"concurrency": "closed", "rate": "poisson", "batch": "batch"}
 FIXED, UNIFORM = "fixed", "uniform"
+# Lengths whose shape the source does not publish: the row's mean lengths are all that is known.
+UNKNOWN = "unknown"
 # The quantile levels every length table gives (0, 0.05, ..., 1).
 QUANTILES = np.round(np.linspace(0.0, 1.0, 21), 2)
 # The columns of the length table, and the lengths a distribution describes.
@@ -51,7 +53,14 @@ NUMERIC = (
     "chunked_prefill",
     "host_share",
 )
-REQUIRED = ("client", "kind", "lengths", *NUMERIC, "ttft_statistic", "source")
+# What a source may leave unstated (``inferred`` / ``unknown`` name them): the client's facts, and
+# the engine's cap on running requests where the row does not sweep it.
+FACTS = ("kind", "lengths", *NUMERIC, "ttft_statistic", "max_num_seqs")
+# A value a source does not state is blank in the table (``unknown``), never a stand-in; a value
+# read off the data or another document rather than stated by the source is ``inferred``, and
+# ``source`` names its evidence.
+PROVENANCE = ("inferred", "unknown")
+REQUIRED = ("client", "kind", "lengths", *NUMERIC, "ttft_statistic", *PROVENANCE, "source")
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,7 @@ class Clients:
                     "rising quantiles"
                 )
             shapes.setdefault(str(name), {})[str(side)] = ratios
-        named = set(frame["lengths"]) - {FIXED, UNIFORM}
+        named = set(frame["lengths"]) - {FIXED, UNIFORM, UNKNOWN}
         unknown = sorted(n for n in named if n not in shapes)
         if unknown:
             raise DataError(
@@ -101,7 +110,8 @@ class Clients:
         if lengths == UNIFORM:
             s = 0.0 if not np.isfinite(spread) else float(spread)
             return 1.0 - s + 2.0 * s * QUANTILES
-        if lengths == FIXED:
+        if lengths in (FIXED, UNKNOWN):
+            # an unpublished shape: every request at the row's mean lengths (the means are known)
             return np.ones(len(QUANTILES))
         return self.shapes[lengths].get(side, np.ones(len(QUANTILES)))
 
@@ -109,6 +119,13 @@ class Clients:
 def client_names(path: Path = SHIPPED_DATA_DIR / CLIENTS_FILE) -> frozenset[str]:
     """The names a client table lists (read without the checks of ``Clients.read``)."""
     return _names(path, "client")
+
+
+def provenance_fields(value: object) -> list[str]:
+    """The fields an ``inferred`` / ``unknown`` cell names (``|``-separated; [] when blank)."""
+    if value is None or pd.isna(value):
+        return []
+    return [part.strip() for part in str(value).split("|") if part.strip()]
 
 
 def client_kinds(path: Path = SHIPPED_DATA_DIR / CLIENTS_FILE) -> dict[str, str]:

@@ -10,7 +10,8 @@ reserves, whether a full cache preempts), a pausing engine's knobs, and the host
 ``host_per_layer_s``), each with its ``source``. Defaults that depend on the GPU's memory list
 one value per tier: ``tier_gib`` gives the tiers' lower bounds (``2048|8192`` with ``70``: 2,048
 below 70 GiB, 8,192 from it), and ``tier_excludes`` names GPUs that stay in the lowest tier.
-``context`` as a budget means the LLM's context length (at least 2,048 tokens).
+``context`` as a budget means the LLM's context length (at least 2,048 tokens). ``to_fit`` names
+the values that no source publishes (``|``-separated): the table's value is where a fit starts.
 
 A row's line is found by its version (the longest listed prefix, as ``data.engines`` does),
 else by its release year (the newest line whose years hold it), else the engine's newest line.
@@ -63,8 +64,12 @@ REQUIRED = (
     "reserve",
     "preemption",
     *NUMERIC,
+    "to_fit",
     "source",
 )
+# What ``to_fit`` may name: the values no source publishes (host times, a cap nobody documents),
+# kept in the table as the fit's starting point and fitted on each fold's training rows.
+FITTABLE = ("max_batched_tokens", "max_num_seqs", *NUMERIC)
 
 
 @dataclass(frozen=True)

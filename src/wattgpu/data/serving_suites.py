@@ -22,6 +22,7 @@ import pandas as pd
 
 from wattgpu.data import engine_lines
 from wattgpu.data.clients import (
+    FACTS,
     FIXED,
     KINDS,
     LENGTH_COLUMNS,
@@ -31,7 +32,9 @@ from wattgpu.data.clients import (
     SIDES,
     TTFT_STATISTICS,
     UNIFORM,
+    UNKNOWN,
     distribution_names,
+    provenance_fields,
 )
 from wattgpu.data.suite_parts import (
     between,
@@ -63,12 +66,21 @@ MAX_HOST_S = 0.1
 # A token budget may be the LLM's context length, written so.
 CONTEXT = "context"
 CLIENT_TEXT = ("client", "kind", "lengths", "ttft_statistic", "source")
+CLIENT_PROVENANCE = ("inferred", "unknown")
 LENGTH_TEXT = ("distribution", "side", "source")
 # How engine_lines.csv and clients.csv are read for validation: text stays text.
 ENGINE_LINE_DTYPES = {
-    c: str for c in ("versions", "max_batched_tokens", "max_num_seqs", "tier_gib", "tier_excludes")
+    c: str
+    for c in (
+        "versions",
+        "max_batched_tokens",
+        "max_num_seqs",
+        "tier_gib",
+        "tier_excludes",
+        "to_fit",
+    )
 }
-CLIENT_DTYPES = {c: str for c in CLIENT_TEXT}
+CLIENT_DTYPES = {c: str for c in (*CLIENT_TEXT, *CLIENT_PROVENANCE)}
 
 
 def engine_line_expectations() -> list[dict[str, Any]]:
@@ -96,6 +108,7 @@ def engine_line_expectations() -> list[dict[str, Any]]:
         holds("caps_positive", "line", "max_num_seqs"),
         holds("tiers_match", "line", "tier_gib"),
         holds("years_in_order", "line"),
+        holds("to_fit_names_values", "line", "to_fit"),
     ]
 
 
@@ -121,6 +134,10 @@ def client_expectations() -> list[dict[str, Any]]:
         between("host_share", 0, 1, strict_min=True),
         holds("lengths_known", "client", "lengths"),
         holds("uniform_has_spread", "client"),
+        # what a source does not state is named and left blank, never filled with a stand-in
+        holds("provenance_names_facts", "client", "inferred", "unknown"),
+        holds("unknown_left_blank", "client", "unknown"),
+        holds("inferred_or_unknown", "client"),
     ]
 
 
@@ -182,7 +199,8 @@ def derive_engine_line_checks(frame: pd.DataFrame) -> pd.DataFrame:
     ``budgets_positive``: every tier of ``max_batched_tokens`` is a positive number or
     ``context``; ``caps_positive``: every tier of ``max_num_seqs`` is a positive number;
     ``tiers_match``: ``tier_gib`` holds rising positive bounds and each tiered column one value
-    or one per tier; ``years_in_order``: ``first_year`` is not after ``last_year``.
+    or one per tier; ``years_in_order``: ``first_year`` is not after ``last_year``;
+    ``to_fit_names_values``: ``to_fit`` names only values a fit can set (``FITTABLE``).
     """
     out = frame.reset_index(drop=True)
     budgets, caps, bounds = (
@@ -194,6 +212,8 @@ def derive_engine_line_checks(frame: pd.DataFrame) -> pd.DataFrame:
     out["tiers_match"] = [_tiers_match(*parts) for parts in zip(bounds, budgets, caps, strict=True)]
     first, last = numeric(out, "first_year"), numeric(out, "last_year")
     out["years_in_order"] = (first.isna() | last.isna() | (first <= last)).astype(bool)
+    fittable = set(engine_lines.FITTABLE)
+    out["to_fit_names_values"] = [set(_parts(v)) <= fittable for v in _column(out, "to_fit")]
     return out
 
 
@@ -204,14 +224,39 @@ def derive_client_checks(
 
     ``lengths_known``: ``lengths`` is ``fixed``, ``uniform`` or a distribution of
     ``distributions`` (default: those of the shipped ``length_distributions.csv``);
-    ``uniform_has_spread``: a ``uniform`` client states its ``spread``.
+    ``uniform_has_spread``: a ``uniform`` client states its ``spread``;
+    ``provenance_names_facts``: ``inferred`` and ``unknown`` name only fields of ``FACTS``;
+    ``unknown_left_blank``: every field named unknown is blank in the row (``lengths``:
+    ``unknown``); ``inferred_or_unknown``: no field is named both.
     """
     out = frame.reset_index(drop=True)
     named = distribution_names() if distributions is None else frozenset(distributions)
     lengths = _column(out, "lengths")
-    out["lengths_known"] = (lengths.isna() | lengths.isin({FIXED, UNIFORM, *named})).astype(bool)
+    allowed = {FIXED, UNIFORM, UNKNOWN, *named}
+    out["lengths_known"] = (lengths.isna() | lengths.isin(allowed)).astype(bool)
     out["uniform_has_spread"] = ((lengths != UNIFORM) | numeric(out, "spread").notna()).astype(bool)
+    inferred = [provenance_fields(v) for v in _column(out, "inferred")]
+    unknown = [provenance_fields(v) for v in _column(out, "unknown")]
+    out["provenance_names_facts"] = [
+        set(i) <= set(FACTS) and set(u) <= set(FACTS)
+        for i, u in zip(inferred, unknown, strict=True)
+    ]
+    out["unknown_left_blank"] = [
+        all(_left_blank(out, row, field) for field in fields) for row, fields in enumerate(unknown)
+    ]
+    out["inferred_or_unknown"] = [
+        not set(i) & set(u) for i, u in zip(inferred, unknown, strict=True)
+    ]
     return out
+
+
+def _left_blank(frame: pd.DataFrame, row: int, field: str) -> bool:
+    """Whether a field a client names unknown holds no value (``unknown`` for its lengths)."""
+    if field == "lengths":
+        return frame.at[row, "lengths"] == UNKNOWN if "lengths" in frame.columns else True
+    if field not in frame.columns:
+        return True  # a fact the table has no column for (the engine's cap on requests)
+    return bool(pd.isna(frame.at[row, field]))
 
 
 def derive_length_checks(frame: pd.DataFrame) -> pd.DataFrame:
