@@ -38,7 +38,14 @@ CASES = {
         (
             "--model",
             ("predict", "--gpu", "A10", "--model", TYPO, "--rate", "1"),
-            f"--model '{TYPO}' is not in the catalogue; closest: {LLM}, ",
+            f"LLM '{TYPO}' is not in the catalogue and its config.json cannot be read: the "
+            f"Hugging Face Hub is out of reach (offline) and the cache holds no copy; give the "
+            f"model's config.json with --model-config PATH; or a catalogue LLM, closest: {LLM}, ",
+        ),
+        (
+            "--model-config",
+            ("predict", "--gpu", "A10", "--model-config", "{dir}/nothing.json", "--rate", "1"),
+            "model config not found: {dir}/nothing.json (give a model's config.json)",
         ),
         ("--scenario", (*PREDICT, "--scenario", "batch"), "Invalid value for '--scenario'"),
         (
@@ -139,7 +146,14 @@ CASES = {
         (
             "--model",
             ("recommend", "--model", TYPO, "--rate", "1"),
-            f"--model '{TYPO}' is not in the catalogue; closest: {LLM}, ",
+            f"LLM '{TYPO}' is not in the catalogue and its config.json cannot be read: the "
+            f"Hugging Face Hub is out of reach (offline) and the cache holds no copy; give the "
+            f"model's config.json with --model-config PATH; or a catalogue LLM, closest: {LLM}, ",
+        ),
+        (
+            "--model-config",
+            ("recommend", "--model-config", "{dir}", "--rate", "1"),
+            "model config {dir} is a folder without a config.json",
         ),
         (
             "--itl-slo-ms",
@@ -251,6 +265,18 @@ def test_the_walk_refuses_every_option(command):
     flags = FLAGS.get(command, set())
     assert all(p.is_flag for p in cli.commands[command].params if p.opts[0] in flags)
     assert {option for option, _, _ in CASES[command]} | flags == option_flags(command)
+
+
+@pytest.fixture(autouse=True)
+def hub_offline(monkeypatch, tmp_path):
+    """The Hugging Face Hub offline with an empty cache, wherever the tests run.
+
+    huggingface_hub reads HF_HUB_OFFLINE when imported, so its constants are set instead.
+    """
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
 
 
 @pytest.fixture(scope="module")

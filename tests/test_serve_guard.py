@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 from conftest import serving
 
@@ -71,8 +73,8 @@ CASES: list[tuple[str, str | bytes, dict, int, str]] = [
     ("unknown parameter", row(), {"Content-Type": "application/json; boundary=x"}, 415, "charset"),
     ("no mime type", row(), {"Content-Type": "; charset=utf-8"}, 415, "unsupported Content-Type"),
     ("body over the limit", row(gpu="x" * 1_200_000), JSON, 400, "larger than 1048576 bytes"),
-    ("nested arrays", "[" * 10_000 + "]" * 10_000, JSON, 400, "nested deeper than 8"),
-    ("nested objects", '{"a":' * 3000 + "1" + "}" * 3000, JSON, 400, "nested deeper than 8"),
+    ("nested arrays", "[" * 10_000 + "]" * 10_000, JSON, 400, "nested deeper than 12"),
+    ("nested objects", '{"a":' * 3000 + "1" + "}" * 3000, JSON, 400, "nested deeper than 12"),
     (
         "depth hidden by brackets in a string",
         '{"a": "' + "]" * 4000 + '", "b": ' + "[" * 4000 + "]" * 4000 + "}",
@@ -338,6 +340,27 @@ CASES: list[tuple[str, str | bytes, dict, int, str]] = [
         "llm_params_b must be a number greater than 0",
     ),
     (
+        "a config.json of a family the count does not follow",
+        row(model="x/neox", model_config={"model_type": "gpt_neox", "hidden_size": 6144}),
+        JSON,
+        400,
+        "row 0: model_config: model_type 'gpt_neox' is not an architecture wattgpu reads",
+    ),
+    (
+        "a config.json that is no JSON",
+        row(model="x/y", model_config="{hidden_size: 1"),
+        JSON,
+        400,
+        "row 0: model_config is not valid JSON: Expecting property name enclosed in double quotes",
+    ),
+    (
+        "a config.json without its hidden size",
+        row(model="x/y", model_config={"model_type": "llama", "num_hidden_layers": 2}),
+        JSON,
+        400,
+        "row 0: model_config: hidden_size is missing (a whole number greater than 0)",
+    ),
+    (
         "layers fractional",
         row(**{**NEW_LLM, "llm_num_layers": 0.5}),
         JSON,
@@ -397,9 +420,40 @@ CASES: list[tuple[str, str | bytes, dict, int, str]] = [
     ("GET /invocations", "", {"x-method": "GET"}, 405, "Method Not Allowed"),
     ("unknown route", row(), {**JSON, "x-path": "/nope"}, 404, "Not Found"),
 ]
+# Qwen2.5-Coder-14B-Instruct's config.json, its checkpoint as compressed-tensors writes an INT4
+# one: an object 5 levels deep, 9 in a dataframe_split request
+CODER = json.loads(
+    (
+        Path(__file__).parent
+        / "fixtures"
+        / "llm_configs"
+        / "Qwen--Qwen2.5-Coder-14B-Instruct_config.json"
+    ).read_text()
+)
+INT4 = {"num_bits": 4, "type": "int", "group_size": 32, "strategy": "group", "symmetric": True}
+DEEP = CODER | {
+    "quantization_config": {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": INT4}},
+        "ignore": ["lm_head"],
+    }
+}
 # Requests that must succeed: no error, and no NaN in the answer.
 GOOD = [
     ("a plain query", row(), JSON),
+    ("an LLM by its config.json", row(model="q/coder-int4", model_config=DEEP), JSON),
+    (
+        "an LLM by its config.json, in columns",
+        json.dumps(
+            {
+                "dataframe_split": pd.DataFrame([{**OK, "model_config": DEEP}]).to_dict(
+                    orient="split", index=False
+                )
+            }
+        ),
+        JSON,
+    ),
     ("unknown columns are ignored", row(colour="blue"), JSON),
     ("a GPU and LLM described by specs", row(**NEW_GPU, **NEW_LLM), JSON),
     ("charset utf-8", row(), {"Content-Type": "application/json; charset=utf-8"}),

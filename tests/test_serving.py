@@ -113,6 +113,38 @@ def test_unseen_gpu_described_by_specs(server):
     assert "unseen GPU" in answer["novelty"]
 
 
+CODER_CONFIG = REPO / "tests" / "fixtures" / "llm_configs"
+CODER_CONFIG /= "Qwen--Qwen2.5-Coder-14B-Instruct_config.json"
+
+
+def test_an_llm_described_by_its_config_json_as_text_or_object(server):
+    text = CODER_CONFIG.read_text()
+    coder = {"gpu": "NVIDIA H100 SXM5", "model": "Qwen/Qwen2.5-Coder-14B-Instruct"}
+    coder |= {"scenario": "server", "concurrency": 8}
+    records = [{**coder, "model_config": text}, {**coder, "model_config": json.loads(text)}]
+    response = post(server, {"dataframe_records": records})
+    assert response.status_code == 200, response.text
+    as_text, as_object = response.json()["predictions"]
+    assert as_text == as_object and 20 < as_text["prediction"] <= 700
+    assert as_text["model"] == "Qwen/Qwen2.5-Coder-14B-Instruct"
+    assert "unseen LLM" in as_text["novelty"]
+    assert "LLM read from its config.json, not from the catalogue" in as_text["warnings"]
+    # the same request in columns (`wattgpu predict --url` sends them so)
+    split = pd.DataFrame(records[:1]).to_dict(orient="split", index=False)
+    again = post(server, {"dataframe_split": split})
+    assert again.status_code == 200 and again.json()["predictions"][0] == as_text
+    # a config the count cannot read: a 400 naming the row, model_config and the field
+    broken = {**json.loads(text), "model_type": "gpt_neox"}
+    refused = post(server, {"dataframe_records": [records[0], {**coder, "model_config": broken}]})
+    assert refused.status_code == 400
+    # (plain `mlflow models serve` puts the request's repr before it: `wattgpu serve` does not)
+    assert (
+        "row 1: model_config: model_type 'gpt_neox' is not an architecture wattgpu reads"
+        in refused.json()["message"]
+    )
+    assert "Traceback" not in refused.text
+
+
 @pytest.mark.parametrize(
     ("payload", "field_text"),
     [
@@ -292,6 +324,23 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
         cli, ["promote", "--target", "itl", "--version", "42", "--to", "production"]
     )
     assert missing.exit_code == 1 and "wattgpu-itl has no version 42" in missing.output
+
+
+def test_predict_an_llm_from_its_config_json_as_an_unseen_llm(store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["settings"].tracking_uri)
+    query = ["predict", "--gpu", "H100", "--model", "Qwen/Qwen2.5-Coder-14B-Instruct"]
+    query += ["--model-config", str(CODER_CONFIG), "--concurrency", "8", "--format", "json"]
+    answer = CliRunner().invoke(cli, query)
+    assert answer.exit_code == 0, answer.output
+    record = json.loads(answer.output)[0]
+    assert record["model"] == "Qwen/Qwen2.5-Coder-14B-Instruct"
+    assert "unseen LLM" in record["power_novelty"] and "unseen LLM" in record["itl_novelty"]
+    assert "LLM read from its config.json, not from the catalogue" in record["warnings"]
+    # the same architecture under its catalogue name: no word of a config
+    listed = [*query[:4], "Qwen/Qwen2.5-14B-Instruct", *query[7:]]
+    catalogue = json.loads(CliRunner().invoke(cli, listed).output)[0]
+    assert catalogue["model"] == "Qwen/Qwen2.5-14B-Instruct"
+    assert "config.json" not in catalogue["warnings"]
 
 
 def test_predict_one_query_prints_a_card_that_fits_80_columns(store, monkeypatch):

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from wattgpu.cli_llm import asked_llm, model_config_option
 from wattgpu.cli_options import (
     EVERY_TARGET,
     Blankable,
@@ -466,7 +467,13 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 
 @cli.command()
 @click.option("--gpu", help="GPU name or alias (e.g. 'NVIDIA H100 PCIe').")
-@click.option("--model", "llm", help="LLM id (e.g. meta-llama/Llama-3.1-8B-Instruct).")
+@click.option(
+    "--model",
+    "llm",
+    help="LLM id (e.g. meta-llama/Llama-3.1-8B-Instruct); one the catalogue lacks is read "
+    "from its config.json on the Hugging Face Hub.",
+)
+@model_config_option
 @scenario_option
 @click.option("--rate", type=float, default=None, help="Server request rate, requests/s.")
 @click.option(
@@ -541,12 +548,18 @@ def predict(
     from wattgpu.lifecycle import client as predict_client
 
     if input_csv is not None:
+        if query["model_config"] is not None:
+            raise click.UsageError(
+                "--model-config describes the LLM of --model; an --input file gives each row's "
+                "config.json text in its model_config column"
+            )
         queries = predict_client.read_queries(input_csv)
-    elif not query["gpu"] or not query["llm"]:
-        raise click.UsageError("give --gpu and --model, or --input QUERIES.csv")
+    elif not query["gpu"] or not (query["llm"] or query["model_config"]):
+        raise click.UsageError("give --gpu and --model (or --model-config), or --input QUERIES.csv")
     else:
         _check_format(query["dtype"])
-        queries = _query_from_options(query)
+        asked = asked_llm(state.settings, query["llm"], query["model_config"])
+        queries = _query_from_options(query | {"llm": asked.name, "model_config": asked.config})
     if url and target == EVERY_TARGET:
         raise click.UsageError("--url serves one model: give one --target (power, itl or ttft)")
     quiet_mlflow()
@@ -582,6 +595,7 @@ def _query_from_options(options: dict[str, Any]) -> Any:
     row |= {"request_rate_rps": options["rate"], "concurrency": options["concurrency"]}
     row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
     row |= {k: options[k] for k in ("engine_version", "engine_year", "num_gpus", "dtype")}
+    row |= {"model_config": options.get("model_config")}  # the config's text, or None
     return pd.DataFrame([row]).dropna(axis=1)
 
 
@@ -600,6 +614,7 @@ PREDICT_OPTIONS = {
     "engine": "--engine",
     "num_gpus": "--num-gpus",
     "dtype": "--dtype",
+    "model_config": "--model-config",
 }
 _COLUMN_NAMES = re.compile(r"\b(" + "|".join(PREDICT_OPTIONS) + r")\b")
 

@@ -14,6 +14,7 @@ import click
 import numpy as np
 import pandas as pd
 
+from wattgpu.cli_llm import asked_llm, model_config_option
 from wattgpu.cli_options import (
     CliState,
     alias_option,
@@ -287,7 +288,14 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
 
 
 @click.command(name="recommend", epilog=EPILOG)
-@click.option("--model", "llm", required=True, help="LLM id or alias from the catalogue.")
+@click.option(
+    "--model",
+    "llm",
+    default=None,
+    help="LLM id or alias from the catalogue; one the catalogue lacks is read from its "
+    "config.json on the Hugging Face Hub.",
+)
+@model_config_option
 @click.option("--itl-slo-ms", type=float, default=None, help="Inter-token latency target, ms.")
 @click.option(
     "--ttft-slo-ms",
@@ -341,7 +349,8 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
 @pass_state
 def recommend_command(
     state: CliState,
-    llm: str,
+    llm: str | None,
+    model_config: Path | None,
     itl_slo_ms: float | None,
     ttft_slo_ms: float | None,
     scenario: str,
@@ -372,8 +381,10 @@ def recommend_command(
     from wattgpu import recommendation as rec
 
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
+    asked = asked_llm(state.settings, llm, model_config)
     table = rec.recommend(
-        llm,
+        asked.name,
+        model_config=asked.config,
         itl_slo_ms=itl_slo_ms,
         ttft_slo_ms=ttft_slo_ms,
         scenario=scenario,

@@ -13,16 +13,21 @@ attention), the MLP (gated: gate, up and down projections) or the mixture of exp
 experts, shared experts, router and its bias), and the RMS norms. Multi-token-prediction layers
 (``num_nextn_predict_layers``, ``mtp_*``) are not counted: model cards count the main model
 (DeepSeek-V3: 671B without, 685B with its MTP module).
+
+A config a user hands over (``read_config``) is checked before it is counted: its family must be
+one whose modules the count follows (``READABLE_FAMILIES``), and each field the catalogue row
+needs must be there as a whole number; anything else is refused naming the field.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from wattgpu.errors import DataError
+from wattgpu.errors import DataError, listing
 
 Config = Mapping[str, Any]
 
@@ -32,6 +37,34 @@ _EXPERTS = ("n_routed_experts", "num_local_experts", "num_experts")
 _SHARED_KEYS = ("n_shared_experts",)
 _LINEAR = "linear_attention"
 _SLIDING = "sliding_attention"
+# The families (the text config's ``model_type``) whose decoder ``count_params`` follows, each
+# checked against a model card (tests/test_aiconfigurator.py, tests/test_llm_from_config.py):
+# gated MLPs or mixtures of them, grouped-query or latent attention. Others (GPT-NeoX's or
+# Falcon's plain MLP, Nemotron-H's Mamba layers, Llama 4's dense interleave) would be miscounted.
+READABLE_FAMILIES = (
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "gpt_oss",
+    "kimi_k2",
+    "llama",
+    "minimax_m2",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen3_5_moe_text",
+    "qwen3_5_text",
+    "qwen3_moe",
+    "qwen3_vl_moe_text",
+    "qwen3_vl_text",
+)
+# The whole-number fields a catalogue row of any readable family needs (besides the layers).
+_REQUIRED = ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings")
+# Whole-number fields checked where a config states them.
+_OPTIONAL = ("num_key_value_heads", "head_dim", "intermediate_size", "moe_intermediate_size")
+# quantization_config methods that store 4- or 8-bit integer weights, AWQ / GPTQ style.
+_INTEGER_METHODS = ("awq", "gptq")
 
 
 def _first(config: Config, keys: tuple[str, ...], default: Any = None) -> Any:
@@ -126,6 +159,8 @@ def _attention_params(c: Config, kind: str) -> int:
     params = h * q_out + 2 * h * kv_heads * d + heads * d * h
     if c.get("attention_bias"):
         params += heads * d + 2 * kv_heads * d + h
+    elif c.get("model_type") == "qwen2":  # Qwen2 always biases q, k and v (not o)
+        params += heads * d + 2 * kv_heads * d
     if c.get("model_type", "").startswith(("qwen3", "minimax")) or c.get("use_qk_norm"):
         # per-head RMS norms of q and k (MiniMax-M2: over all heads, "per_layer")
         per_layer = c.get("qk_norm_type") == "per_layer"
@@ -208,13 +243,20 @@ def weight_format(config: Config, quant_config: Config | None = None) -> str:
     method = str(q.get("quant_method", "")).lower()
     if method in ("fp8", "mxfp4"):
         return method
+    if method in _INTEGER_METHODS and q.get("bits") in (4, 8):
+        return f"int{q['bits']}"
     if method == "compressed-tensors":
         weights = [g.get("weights") or {} for g in (q.get("config_groups") or {}).values()]
         if weights and all(w.get("num_bits") == 4 and w.get("type") == "int" for w in weights):
-            return "int4_wo"
+            # a mixture of experts quantizes its routed experts only (Kimi-K2.5); a dense LLM
+            # every linear layer, as AWQ / GPTQ do
+            return "int4_wo" if _first(c, _EXPERTS) else "int4"
         raise DataError(f"compressed-tensors config groups not known: {weights}")
     if method:
-        raise DataError(f"quantization method {method!r} is not a known format")
+        raise DataError(
+            f"quantization_config quant_method {method!r} is not a weight format wattgpu knows "
+            "(fp8, mxfp4, awq or gptq of 4 or 8 bits, compressed-tensors int4)"
+        )
     return str(c.get("torch_dtype") or c.get("dtype") or "bfloat16")
 
 
@@ -235,6 +277,73 @@ def attention_kind(config: Config) -> str:
     heads = int(c["num_attention_heads"])
     kv = int(c.get("num_key_value_heads") or heads)
     return "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
+
+
+def parse_config(value: Any, source: str) -> dict[str, Any]:
+    """A config.json as a dict: its JSON text, or the object a REST request already parsed.
+
+    Raises:
+        DataError: naming ``source``: the text is no JSON, or the JSON is no object.
+
+    """
+    if isinstance(value, str | bytes):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            where = f"line {exc.lineno} column {exc.colno}"
+            raise DataError(f"{source} is not valid JSON: {exc.msg} at {where}") from None
+    if not isinstance(value, Mapping):
+        raise DataError(
+            f"{source} must be a JSON object (a model's config.json); got {type(value).__name__}"
+        )
+    return dict(value)
+
+
+def read_config(config: Config, source: str) -> dict[str, Any]:
+    """The catalogue columns (``catalogue_row``) of the LLM a user's config describes.
+
+    The config is checked first, so that a config the count cannot read is refused in one line
+    naming ``source`` and the field: its family must be one of ``READABLE_FAMILIES``, and the
+    fields a row needs must be whole numbers greater than 0.
+
+    Raises:
+        DataError: naming ``source``, the field at fault and the bad value.
+
+    """
+    c = text_config(config)
+    family = c.get("model_type")
+    if family not in READABLE_FAMILIES:
+        raise DataError(
+            f"{source}: model_type {family!r} is not an architecture wattgpu reads from a "
+            f"config.json (it reads {listing(READABLE_FAMILIES, len(READABLE_FAMILIES))}); "
+            "describe the LLM by its llm_* columns instead"
+        )
+    layers = next((k for k in _LAYERS if c.get(k) is not None), _LAYERS[0])
+    experts = next((k for k in _EXPERTS if c.get(k)), None)
+    needed = [*_REQUIRED, layers, *((experts, "num_experts_per_tok") if experts else ())]
+    for field in (*needed, *(f for f in _OPTIONAL if c.get(f) is not None)):
+        _check_whole(c, field, source)
+    if not (c.get("intermediate_size") or c.get("moe_intermediate_size")):
+        raise DataError(f"{source}: intermediate_size is missing (a whole number greater than 0)")
+    if not isinstance(c.get("quantization_config") or {}, Mapping):
+        raise DataError(f"{source}: quantization_config must be a JSON object")
+    try:
+        return catalogue_row(c)
+    except DataError as exc:
+        raise DataError(f"{source}: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{source}: a field the row needs is missing or bad: {exc}") from None
+
+
+def _check_whole(c: Config, field: str, source: str) -> None:
+    """Refuse a missing field, or one that is not a whole number greater than 0."""
+    value = c.get(field)
+    if value is None:
+        raise DataError(f"{source}: {field} is missing (a whole number greater than 0)")
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value <= 0:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:35]}..."
+        raise DataError(f"{source}: {field} must be a whole number greater than 0; got {shown}")
 
 
 def _blank_zero(value: int) -> int | None:

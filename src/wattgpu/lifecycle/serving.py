@@ -30,8 +30,10 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOG = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-# A query is {"dataframe_records": [{...}]} or {"dataframe_split": {"data": [[...]]}}: depth 3.
-DEFAULT_MAX_JSON_DEPTH = 8
+# A query is {"dataframe_records": [{...}]} or {"dataframe_split": {"data": [[...]]}}: depth 3
+# (4), and a model_config object adds its own: 7 for the deepest config.json of AIConfigurator's
+# (Kimi-K3's: its text_config's quantization_config's groups).
+DEFAULT_MAX_JSON_DEPTH = 12
 MAX_ERROR_BYTES = 2048
 # What /invocations reads (MLflow's CONTENT_TYPES), charset utf-8 only.
 CONTENT_TYPES = ("application/json", "text/csv", "application/vnd.apache.parquet")
@@ -144,7 +146,9 @@ class Guard:
         body = await self._read(receive)
         if mime == "application/json" and json_depth(body) > self.max_json_depth:
             raise Refused(
-                400, f"JSON nested deeper than {self.max_json_depth} levels; a query needs 3"
+                400,
+                f"JSON nested deeper than {self.max_json_depth} levels; a query needs 3 "
+                "(and its model_config's own)",
             )
         sent = False
 

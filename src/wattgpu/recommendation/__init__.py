@@ -26,6 +26,7 @@ CSV files); ``recommend`` and ``model_predictor`` live here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from wattgpu.config import Settings, load_settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
+from wattgpu.modeling.answering.configs import config_columns
 from wattgpu.modeling.answering.queries import WORKLOAD_RANGES, show
 from wattgpu.modeling.physical.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.recommendation.inputs import (
@@ -139,11 +141,12 @@ def recommend(
     concurrency: float | None = None,
     ttft_slo_ms: float | None = None,
     names: Mapping[str, str] | None = None,
+    model_config: str | Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
     Args:
-        model: LLM name or alias from the catalogue.
+        model: LLM name or alias from the catalogue (with ``model_config``: the name shown).
         itl_slo_ms: the inter-token latency target, ms (none: every GPU that fits is ranked).
         scenario: ``server`` (Poisson arrivals) or ``offline`` (batch).
         rate: requests/s, all day.
@@ -164,6 +167,7 @@ def recommend(
         ttft_slo_ms: the time-to-first-token target, ms (asks the TTFT model too).
         names: what a message calls each input, by keyword (default: the keyword itself; the
             LLM is "LLM"); the CLI passes its options' names, e.g. ``--requests-per-day``.
+        model_config: the config.json (text or parsed) of an LLM the catalogue lacks.
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
@@ -173,7 +177,7 @@ def recommend(
     Raises:
         QueryError: a bad input (names the field and the bad value).
         UnknownNameError: an LLM or GPU not in the catalogue (with close matches).
-        DataError: an unreadable profile or price file.
+        DataError: an unreadable profile or price file, or a config no LLM can be read from.
         ModelNotFound: no registry model holds ``alias``.
 
     """
@@ -181,7 +185,7 @@ def recommend(
     catalog = catalog or Catalog.load(settings.gpus_csv, settings.llms_csv)
     named = _Names({"model": "LLM", "gpus": "GPU", **(names or {})})
     request = _checked_request(
-        catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens, named
+        catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens, named, model_config
     )
     request["load"] = _checked_load(rate, requests_per_day, load_profile, named)
     request["concurrency"] = _checked_users(concurrency, request["load"], scenario, named)
@@ -250,18 +254,28 @@ def _checked_request(
     output_tokens: float | None,
     input_tokens: float | None,
     named: _Names,
+    model_config: str | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The LLM, scenario, SLO and token counts checked, as ``rank_gpus`` keywords."""
+    """The LLM, scenario, SLO and token counts checked, as ``rank_gpus`` keywords.
+
+    An LLM a config describes keeps its name as given, and its config travels as JSON text.
+    """
     if scenario not in SCENARIOS:
         raise QueryError(
             f"{named('scenario')} must be one of {', '.join(SCENARIOS)}; got {show(scenario)}"
         )
-    canonical = catalog.resolve_llm(model, named("model"))
+    if model_config is None:
+        canonical, config = catalog.resolve_llm(model, named("model")), None
+    else:
+        config = model_config if isinstance(model_config, str) else json.dumps(model_config)
+        config_columns(config)  # refuse a config that describes no LLM before any prediction
+        canonical = model
     if itl_slo_ms is not None:
         itl_slo_ms = check_positive(itl_slo_ms, named("itl_slo_ms"))
     outputs = check_tokens(output_tokens, named("output_tokens"), DEFAULT_OUTPUT_TOKENS)
     return {
         "model": canonical,
+        "model_config": config,
         "scenario": scenario,
         "itl_slo_ms": itl_slo_ms,
         "output_tokens": outputs,

@@ -19,6 +19,7 @@ import pandas as pd
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.kernel_paths import NO_KERNEL
 from wattgpu.errors import ConfigError, QueryError
+from wattgpu.modeling.answering.configs import CONFIG_FIELD, config_columns
 from wattgpu.modeling.answering.domain import memory_fits
 from wattgpu.modeling.physical.features import (
     DEFAULT_INPUT_TOKENS,
@@ -208,11 +209,12 @@ def rank_gpus(
     strict: bool = False,
     concurrency: float | None = None,
     ttft_slo_ms: float | None = None,
+    model_config: str | None = None,
 ) -> pd.DataFrame:
     """Rank GPUs for serving ``model`` (pure: no MLflow, files or network).
 
     Args:
-        model: canonical LLM id.
+        model: canonical LLM id, or the name of the LLM ``model_config`` describes.
         catalog: both catalogues.
         predictor: ``(queries, target) -> predictions`` (see the module docstring).
         load: the day's load from ``daily_load`` (required for a server).
@@ -226,6 +228,8 @@ def rank_gpus(
         concurrency: a server's load as concurrent users of a closed loop, all day (instead of
             ``load``).
         ttft_slo_ms: a time-to-first-token target; GPUs above it are listed but not ranked.
+        model_config: the JSON text of the config.json that describes the LLM (one the
+            catalogue lacks); every query carries it, and the memory checks use its columns.
 
     Returns:
         One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
@@ -248,7 +252,11 @@ def rank_gpus(
     if concurrency is not None:
         workload["concurrency"] = float(concurrency)
     workload |= {"input_tokens": float(input_tokens), "output_tokens": float(output_tokens)}
-    phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload), catalog)
+    # an LLM a config describes: its catalogue columns, for the weights, KV cache and kernels
+    described = config_columns(model_config) if model_config is not None else {}
+    phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload, **described), catalog)
+    if model_config is not None:
+        workload[CONFIG_FIELD] = model_config
     phys = phys.set_index("gpu")
     targets = ("power", "itl", "ttft") if ttft_slo_ms is not None else ("power", "itl")
     table = _predicted(names, phys, predictor, workload, hourly, day_tokens, targets)

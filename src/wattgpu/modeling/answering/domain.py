@@ -187,10 +187,16 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     _flag_ranges(notes, features, domain)
     _flag_load(notes, features, domain)
     _flag_engines(notes, features, domain)
-    for column, kind in (("gpu_in_catalog", "GPU"), ("llm_in_catalog", "LLM")):
+    # an LLM a query describes: by its config.json, else by its specs
+    read = np.asarray(features.get("llm_from_config", np.zeros(notes.n)), dtype=bool)
+    for column, kind, by_config in (
+        ("gpu_in_catalog", "GPU", np.zeros(notes.n, dtype=bool)),
+        ("llm_in_catalog", "LLM", read),
+    ):
         if column in features:
             known = _known(np.asarray(features[column]))
-            notes.flag(~known, f"{kind} described by its specs, not in the catalogue")
+            notes.flag(~known & ~by_config, f"{kind} described by its specs, not in the catalogue")
+    notes.flag(read, "LLM read from its config.json, not from the catalogue")
     return notes.joined()
 
 

@@ -29,6 +29,7 @@ from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError, listing
+from wattgpu.modeling.answering.configs import CONFIG_FIELD, described_columns
 from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
@@ -170,6 +171,8 @@ ALL_FIELDS = (
     *GPU_TEXT_SPEC_FIELDS,
     *LLM_SPEC_FIELDS,
     *LLM_TEXT_SPEC_FIELDS,
+    # an LLM described by its config.json (the JSON text, or the object): ``configs``
+    CONFIG_FIELD,
 )
 NUMERIC_FIELDS = (*WORKLOAD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
 KNOWN_FIELDS = frozenset(ALL_FIELDS)
@@ -373,6 +376,7 @@ def _typed_columns(frame: pd.DataFrame) -> tuple[Columns, dict[str, tuple[np.nda
         _check_range(out[field], field, given[field])
     for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
         out[field] = _text(given[field], field, required=False) if field in given else none
+    out[CONFIG_FIELD] = given.get(CONFIG_FIELD, none)
     _check_dtype(out["dtype"])
     _check_engine_version(out["engine"], out["engine_version"])
     return out, coded
@@ -461,17 +465,22 @@ def _resolve(
     catalog: Catalog,
     required: tuple[str, ...],
     coded: tuple[np.ndarray, list],
+    described: np.ndarray | None = None,
 ) -> None:
     """Put canonical names in ``out[key]`` and flags in ``out[kind_in_catalog]``.
 
     Names resolve through ``Catalog.match`` (aliases, then families). A row that names no single
     catalogue GPU/LLM without describing it is an error (with the variants or close matches).
-    ``coded``: the names' codes and the name of each code (``_typed_columns``).
+    ``coded``: the names' codes and the name of each code (``_typed_columns``). ``described``:
+    rows whose config describes their LLM: not the catalogue's, whatever their name, which they
+    keep as given.
     """
     key = "gpu" if kind == "gpu" else "model"
     codes, uniques = coded
     matches = [catalog.match(kind, u) for u in uniques]
     in_catalog = np.array([m.canonical is not None for m in matches])[codes]
+    if described is not None:
+        in_catalog &= ~described
     names = np.empty(len(uniques), dtype=object)
     names[:] = [m.canonical or u for m, u in zip(matches, uniques, strict=True)]
     blank = np.zeros(len(in_catalog), dtype=bool)
@@ -484,14 +493,37 @@ def _resolve(
         # all missing: the list of what to give says it; some given: name the others
         partly = f" (missing: {', '.join(missing)})" if len(missing) < len(required) else ""
         problem = matches[codes[row]].problem
+        config = f" (or give its config.json in {CONFIG_FIELD})" if kind == "llm" else ""
         raise QueryError(
             f"{key} {show(name)} {problem}, or describe the {kind.upper()} with "
-            f"{', '.join(required)}{partly}",
+            f"{', '.join(required)}{partly}{config}",
             key,
             row,
         )
-    out[key] = names[codes]
+    resolved = names[codes]
+    if described is not None and described.any():
+        resolved = np.where(described, out[key], resolved)
+    out[key] = resolved
     out[f"{kind}_in_catalog"] = in_catalog
+
+
+def _read_configs(out: Columns) -> np.ndarray:
+    """Fill the ``llm_*`` columns of the rows whose ``model_config`` describes their LLM.
+
+    A column a row gives itself wins over its config's, as it wins over the catalogue's. Sets
+    ``out["llm_from_config"]`` and returns it: which rows a config describes.
+    """
+    values = out[CONFIG_FIELD]
+    described = np.zeros(len(values), dtype=bool)
+    if not blanks(values).all():
+        described, columns = described_columns(values)
+        for column, from_config in columns.items():
+            given = out.get(column)
+            out[column] = (
+                from_config if given is None else np.where(blanks(given), from_config, given)
+            )
+    out["llm_from_config"] = described
+    return described
 
 
 def _check_llm_shape(out: Columns, catalog: Catalog) -> None:
@@ -546,6 +578,9 @@ def _check_kernel_path(out: Columns, catalog: Catalog) -> None:
     listed = catalog.spec_arrays("gpu", out["gpu"], ("gpu_compute_capability",))
     capability = _given_or_listed(out, listed, "gpu_compute_capability")
     shipped = catalog.spec_arrays("llm", out["model"], ("llm_weight_format",))["llm_weight_format"]
+    if "llm_weight_format" in out:  # the checkpoint's format a config states
+        stated = out["llm_weight_format"]
+        shipped = np.where(blanks(stated), shipped, stated).astype(object)
     dtype = np.where(blanks(out["dtype"]), shipped, out["dtype"]).astype(object)
     codes, pairs = pair_codes(dtype, capability)
     for code, (fmt, cap) in enumerate(pairs):
@@ -569,8 +604,10 @@ def _given_or_listed(out: Columns, listed: Columns, column: str) -> np.ndarray:
 def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
     """Validate query rows; return their columns with canonical names and typed values.
 
-    Every field of ``ALL_FIELDS`` comes back (NaN or None where blank), with ``gpu_in_catalog``
-    and ``llm_in_catalog``. Unknown columns are ignored.
+    Every field of ``ALL_FIELDS`` comes back (NaN or None where blank), with ``gpu_in_catalog``,
+    ``llm_in_catalog`` and ``llm_from_config``; a row described by its ``model_config`` also
+    gets the config's catalogue columns (``llm_*``; blank on the other rows). Unknown columns
+    are ignored.
 
     Raises:
         QueryError: naming the first bad field (and its first bad row) and what is allowed.
@@ -580,19 +617,21 @@ def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
     out, coded = _typed_columns(frame)  # positional arrays: the frame's index plays no part
     _check_load(out)
     _resolve("gpu", out, catalog, GPU_SPEC_REQUIRED, coded["gpu"])
-    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED, coded["model"])
+    described = _read_configs(out)
+    _resolve("llm", out, catalog, LLM_SPEC_REQUIRED, coded["model"], described)
     _check_llm_shape(out, catalog)
     _check_kernel_path(out, catalog)
     return out
 
 
 def check_queries(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
-    """``check_query_columns`` as a frame (columns ``ALL_FIELDS`` and the two catalogue flags).
+    """``check_query_columns`` as a frame: ``ALL_FIELDS``, the flags and any config's columns.
 
     Raises:
         QueryError: naming the first bad field (and its first bad row) and what is allowed.
 
     """
     columns = check_query_columns(frame, catalog)
-    order = [*ALL_FIELDS, "gpu_in_catalog", "llm_in_catalog"]
+    order = [*ALL_FIELDS, "gpu_in_catalog", "llm_in_catalog", "llm_from_config"]
+    order += [c for c in columns if c not in order]  # a model_config's catalogue columns
     return pd.DataFrame({c: columns[c] for c in order})

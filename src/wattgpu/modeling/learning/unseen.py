@@ -8,7 +8,9 @@ kind of thing (``SPLIT_OF_KIND``), so an interval is as wide as the errors of it
 - ``measured``: the query's GPU, LLM architecture and set-up were all in the training rows
   (grouped cross-validation's residuals: a measured GPU and LLM, not measured together);
 - ``unseen GPU``: its GPU was not (leave-one-GPU-out);
-- ``unseen LLM``: its LLM architecture was not (leave-one-LLM-out, by architecture);
+- ``unseen LLM``: its LLM architecture was not, or its LLM was read from a config.json (a match
+  of its figures with a trained architecture's is a coincidence of the count's rounding, not a
+  measurement) (leave-one-LLM-out, by architecture);
 - ``unseen set-up``: its set-up (engine and engine release year) was not, or its GPU was
   measured but never under this set-up (leave-one-source-out: a held-out source's rows are
   of set-ups the other sources never ran, mostly on GPUs they measured).
@@ -37,8 +39,9 @@ UNSEEN_SETUP = "unseen set-up"
 KINDS = (MEASURED, UNSEEN_GPU, UNSEEN_LLM, UNSEEN_SETUP)
 # The split whose held-out residuals calibrate each kind.
 SPLIT_OF_KIND = {MEASURED: "CV", UNSEEN_GPU: "LOGO", UNSEEN_LLM: "LOLO", UNSEEN_SETUP: "LOSO"}
-# The columns a row's kinds depend on (``setup_labels``, ``architecture_groups``).
-_KEY_COLUMNS = ("gpu", "model", "engine", "engine_year", *ARCHITECTURE_COLUMNS)
+# The columns a row's kinds depend on (``setup_labels``, ``architecture_groups``, and a query's
+# flag of an LLM read from its config.json).
+_KEY_COLUMNS = ("gpu", "model", "engine", "engine_year", "llm_from_config", *ARCHITECTURE_COLUMNS)
 # What a kind says in a sentence ("not validated on an unseen GPU").
 PHRASE = {
     MEASURED: "a measured GPU and set-up",
@@ -100,10 +103,14 @@ class Seen:
         new_setup = np.array([s not in known["setups"] for s in setups], dtype=bool) | (
             ~new_gpu & np.array([p not in known["gpu_setups"] for p in _pairs(gpus, setups)])
         )
-        new_llm = [a not in known["architectures"] for a in architecture_groups(distinct)]
+        new_llm = np.array(
+            [a not in known["architectures"] for a in architecture_groups(distinct)], dtype=bool
+        )
+        if "llm_from_config" in distinct:  # a query's: True for an LLM read from its config
+            new_llm |= np.equal(distinct["llm_from_config"], True).astype(bool)
         return {
             UNSEEN_GPU: new_gpu[codes],
-            UNSEEN_LLM: np.array(new_llm, dtype=bool)[codes],
+            UNSEEN_LLM: new_llm[codes],
             UNSEEN_SETUP: new_setup[codes],
         }
 
