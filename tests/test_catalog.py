@@ -254,3 +254,12 @@ def test_an_unknown_name_says_what_is_allowed_in_one_line(catalog):
     assert str(err.value) == (
         "LLM 'zzzz/qqqq' is not in the catalogue; give a name or alias from llms.csv"
     )
+
+
+def test_tier_words_split_a_family_only_for_gpus():
+    # a family name without "Ti" does not mean the Ti card; an LLM index has no tier words
+    gpus = pd.DataFrame([gpu_row("NVIDIA GeForce RTX 3080 Ti"), gpu_row("NVIDIA GeForce RTX 3080")])
+    catalog = Catalog.from_frames(gpus, pd.DataFrame([llm_row("org/Nemotron-Super-49B")]))
+    assert catalog.resolve_gpu("RTX 3080") == "NVIDIA GeForce RTX 3080"
+    assert catalog.resolve_gpu("3080 Ti") == "NVIDIA GeForce RTX 3080 Ti"
+    assert catalog.resolve_llm("Nemotron 49B") == "org/Nemotron-Super-49B"

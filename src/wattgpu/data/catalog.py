@@ -24,7 +24,7 @@ from wattgpu.data.kernels import (
     spec_efficiencies,
     with_efficiencies,
 )
-from wattgpu.data.names import NameIndex, NameMatch, normalise_name
+from wattgpu.data.names import GPU_TIERS, NameIndex, NameMatch, normalise_name
 from wattgpu.errors import DataError, UnknownNameError
 
 __all__ = ["Catalog", "NameMatch", "SpecArrays", "kernel_features", "normalise_name"]
@@ -259,7 +259,7 @@ class Catalog:
                 "gpu_",
             ),
             llm_specs=SpecArrays.from_frame(llms, "model", "llm_"),
-            gpu_names=NameIndex.from_frame(gpus, "gpu", "GPU", "gpus.csv"),
+            gpu_names=NameIndex.from_frame(gpus, "gpu", "GPU", "gpus.csv", GPU_TIERS),
             llm_names=NameIndex.from_frame(llms, "model", "LLM", "llms.csv"),
         )
 

@@ -4,6 +4,10 @@ A name resolves, in this order: to the row whose name or alias it is (after ``no
 to the one row of its family (every word of the name is a word of one of the row's names, so
 "Llama-3.1-70B-Instruct" means "meta-llama/Llama-3.1-70B-Instruct"); or to nothing, with either
 the rows of its family ("V100": the four V100 variants) or the closest names.
+
+A table may name tier words (``GPU_TIERS``): words that make a product a different one ("Ti",
+"SUPER", "SFF", "Max-Q", "D"). A family leaves out the names that hold a tier word the name asked
+for lacks, so "RTX 3080" is the two RTX 3080 cards (10 GB and 12 GB), not the RTX 3080 Ti.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ MAX_SHOWN = 5
 # that another needs to be shown beside it (a family, not the whole field).
 CUTOFF = 0.5
 NEAR_BEST = 0.85
+# The words that name a tier of an NVIDIA product line: "RTX 4080 SUPER", "RTX 3080 Ti",
+# "RTX 4000 SFF Ada", "RTX PRO 6000 Max-Q" (words "max" and "q"), "RTX 4090 D".
+GPU_TIERS = frozenset({"ti", "super", "sff", "max", "q", "d"})
 
 
 def normalise_name(name: str) -> str:
@@ -78,6 +85,7 @@ class NameIndex:
         source: the table's file name, for messages.
         exact: normalised name or alias -> canonical name.
         names: (name or alias, canonical name, its words), in catalogue order.
+        tiers: words a family name must hold to mean a name that holds them (``GPU_TIERS``).
 
     """
 
@@ -85,9 +93,17 @@ class NameIndex:
     source: str
     exact: dict[str, str]
     names: tuple[tuple[str, str, tuple[str, ...]], ...]
+    tiers: frozenset[str] = frozenset()
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, key: str, kind: str, source: str) -> NameIndex:
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        key: str,
+        kind: str,
+        source: str,
+        tiers: frozenset[str] = frozenset(),
+    ) -> NameIndex:
         """Index ``frame[key]`` and the ``|``-separated ``aliases``; refuse an ambiguous alias."""
         exact: dict[str, str] = {}
         names: list[tuple[str, str, tuple[str, ...]]] = []
@@ -103,7 +119,7 @@ class NameIndex:
                     )
                 exact[norm] = canonical
                 names.append((name, canonical, name_words(name)))
-        return cls(kind, source, exact, tuple(names))
+        return cls(kind, source, exact, tuple(names), tiers)
 
     def find(self, name: str) -> str | None:
         """The canonical name whose name or alias ``name`` is, or ``None`` (no guessing)."""
@@ -124,11 +140,20 @@ class NameIndex:
         )
 
     def family(self, name: str) -> list[str]:
-        """Canonical names (catalogue order) with a name holding every word of ``name``."""
+        """Canonical names (catalogue order) with a name holding every word of ``name``.
+
+        A name that holds a tier word (``tiers``) that ``name`` lacks is another product.
+        """
         words = set(name_words(name))
         if not words:
             return []
-        return list(dict.fromkeys(c for _, c, own in self.names if words <= set(own)))
+        return list(
+            dict.fromkeys(
+                c
+                for _, c, own in self.names
+                if words <= set(own) and not (set(own) - words) & self.tiers
+            )
+        )
 
     def closest(self, name: str, n: int = MAX_SHOWN) -> list[str]:
         """Up to ``n`` canonical names most like ``name``, the most alike first.
