@@ -182,11 +182,19 @@ def test_a_family_name_lists_its_variants(catalog):
 
 def test_a_family_name_with_one_variant_resolves(catalog):
     assert catalog.resolve_gpu("RTX 6000 Ada") == "NVIDIA RTX 6000 Ada Generation"
-    assert catalog.resolve_gpu("PRO 6000") == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-    # "RTX 6000" names the Ada card and the RTX PRO 6000 Blackwell alike
+    assert catalog.resolve_gpu("PRO 6000 Server") == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    # "PRO 6000" is the server card and the workstation card (600 W both); the Max-Q card
+    # (300 W) holds the tier words "Max-Q" that the name lacks, so it is not in the family
+    assert catalog.match("gpu", "PRO 6000").family == (
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    )
+    # "RTX 6000" names the Ada card, the RTX PRO 6000 Blackwell cards and the Turing Quadro
     assert catalog.match("gpu", "RTX 6000").family == (
         "NVIDIA RTX 6000 Ada Generation",
         "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "NVIDIA Quadro RTX 6000",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
     )
     assert catalog.resolve_gpu("Tesla V100 PCIe 32GB") == "NVIDIA Tesla V100 PCIe 32GB"
     assert catalog.resolve_llm("Llama-3.1-8B-Instruct") == "meta-llama/Llama-3.1-8B-Instruct"
@@ -202,7 +210,8 @@ def test_an_exact_alias_wins_over_its_family(catalog):
 
 
 def test_a_typo_gets_its_family_as_close_matches(catalog):
-    assert catalog.match("gpu", "V100X").closest == tuple(V100S)
+    # the V100S is one letter from "V100X" too
+    assert catalog.match("gpu", "V100X").closest == (*V100S, "NVIDIA Tesla V100S PCIe 32GB")
     assert catalog.match("gpu", "NVIDIA H100 PCle").closest[0] == "NVIDIA H100 PCIe"
     with pytest.raises(UnknownNameError) as err:
         catalog.resolve_llm("llama-3.1-8b-instrct")
@@ -254,6 +263,106 @@ def test_an_unknown_name_says_what_is_allowed_in_one_line(catalog):
     assert str(err.value) == (
         "LLM 'zzzz/qqqq' is not in the catalogue; give a name or alias from llms.csv"
     )
+
+
+# Names as people write them -> the GPU each must give, by hand: how the public llmperf benchmark
+# (tech-grandpa/llmperf) writes its GPUs, nvidia-smi's names, and the short forms of a query.
+NAMES_AS_WRITTEN = {
+    # llmperf
+    "RTX A6000 Ada": "NVIDIA RTX 6000 Ada Generation",
+    "RTX A6000 ADA": "NVIDIA RTX 6000 Ada Generation",
+    "RTX A4000": "NVIDIA RTX A4000",
+    "RTX A5000": "NVIDIA RTX A5000",
+    "RTX 4000 Ada": "NVIDIA RTX 4000 Ada Generation",
+    "H100 SXM": "NVIDIA H100 SXM5",
+    "H200 SXM": "NVIDIA H200 SXM",
+    "L40": "NVIDIA L40",
+    # nvidia-smi
+    "NVIDIA GeForce RTX 3090": "NVIDIA GeForce RTX 3090",
+    "NVIDIA RTX A6000": "NVIDIA RTX A6000",
+    "Tesla V100-SXM2-32GB": "NVIDIA Tesla V100 SXM2 32GB",
+    "Tesla V100S-PCIE-32GB": "NVIDIA Tesla V100S PCIe 32GB",
+    "NVIDIA H100 80GB HBM3": "NVIDIA H100 SXM5",
+    "H100 80GB HBM3": "NVIDIA H100 SXM5",
+    "NVIDIA A100-SXM4-80GB": "NVIDIA A100 SXM4 80GB",
+    "A100-SXM4-80GB": "NVIDIA A100 SXM4 80GB",
+    "NVIDIA A800-SXM4-80GB": "NVIDIA A800 SXM4 80GB",
+    "NVIDIA A800 80GB PCIe": "NVIDIA A800 PCIe 80GB",
+    "NVIDIA RTX 4000 Ada Generation": "NVIDIA RTX 4000 Ada Generation",
+    "NVIDIA RTX 5000 Ada Generation": "NVIDIA RTX 5000 Ada Generation",
+    "NVIDIA GeForce RTX 4080 SUPER": "NVIDIA GeForce RTX 4080 SUPER",
+    "NVIDIA GeForce RTX 2080 Ti": "NVIDIA GeForce RTX 2080 Ti",
+    "NVIDIA TITAN RTX": "NVIDIA TITAN RTX",
+    "Quadro RTX 8000": "NVIDIA Quadro RTX 8000",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    ),
+    "NVIDIA RTX PRO 4500 Blackwell": "NVIDIA RTX PRO 4500 Blackwell",
+    "NVIDIA H20": "NVIDIA H20",
+    "NVIDIA L20": "NVIDIA L20",
+    "NVIDIA GB10": "NVIDIA GB10",
+    # short forms
+    "A100 80GB PCIe": "NVIDIA A100 PCIe 80GB",
+    "4090": "NVIDIA GeForce RTX 4090",
+    "RTX 4090": "NVIDIA GeForce RTX 4090",
+    "rtx4090": "NVIDIA GeForce RTX 4090",
+    "L40S 48GB": "NVIDIA L40S",
+    "A800": "NVIDIA A800 SXM4 80GB",  # bare, as bare "A100" and "H100": the SXM module
+    "H20": "NVIDIA H20",
+    "GB10": "NVIDIA GB10",
+    "DGX Spark": "NVIDIA GB10",
+    "V100S": "NVIDIA Tesla V100S PCIe 32GB",
+    "Titan V": "NVIDIA TITAN V",
+    "RTX 2080 Ti 11GB": "NVIDIA GeForce RTX 2080 Ti",
+    "3080 Ti": "NVIDIA GeForce RTX 3080 Ti",
+    "RTX 3090 Ti": "NVIDIA GeForce RTX 3090 Ti",
+    "RTX 4060 Ti 16GB": "NVIDIA GeForce RTX 4060 Ti 16GB",
+    "RTX 4070": "NVIDIA GeForce RTX 4070",  # not the 4070 SUPER, Ti or Ti SUPER
+    "4070 Ti Super": "NVIDIA GeForce RTX 4070 Ti SUPER",
+    "RTX 4080": "NVIDIA GeForce RTX 4080",  # not the 4080 SUPER
+    "5070 Ti": "NVIDIA GeForce RTX 5070 Ti",
+    "RTX 5080": "NVIDIA GeForce RTX 5080",
+    "RTX 4500 Ada": "NVIDIA RTX 4500 Ada Generation",
+    "RTX 5000 Ada": "NVIDIA RTX 5000 Ada Generation",
+    "RTX PRO 4000": "NVIDIA RTX PRO 4000 Blackwell",
+    "RTX PRO 5000": "NVIDIA RTX PRO 5000 Blackwell",
+    "RTX PRO 6000 Max-Q": "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    "RTX 4000 SFF Ada": "NVIDIA RTX 4000 SFF Ada Generation",
+}
+
+
+@pytest.mark.parametrize(("name", "gpu"), NAMES_AS_WRITTEN.items())
+def test_a_name_as_people_write_it_resolves_to_its_gpu(catalog, name, gpu):
+    assert catalog.resolve_gpu(name) == gpu
+
+
+# Names that fit two or more GPUs that differ in what the prior reads: refused, each GPU named.
+AMBIGUOUS = {
+    # "A100 80GB" truly fits two variants: the PCIe card (1935 GB/s, 300 W) and the SXM4 module
+    # (2039 GB/s, 400 W); nothing in the name tells them apart, so it is refused with both
+    "A100 80GB": ("NVIDIA A100 PCIe 80GB", "NVIDIA A100 SXM4 80GB"),
+    "A800 80GB": ("NVIDIA A800 PCIe 80GB", "NVIDIA A800 SXM4 80GB"),
+    # nvidia-smi names a 3080 "NVIDIA GeForce RTX 3080" whether it has 10 GB (320 bits) or 12 GB
+    # (384 bits); the RTX 3080 Ti is another card ("Ti" is a tier word), so not listed
+    "NVIDIA GeForce RTX 3080": ("NVIDIA GeForce RTX 3080 10GB", "NVIDIA GeForce RTX 3080 12GB"),
+    "RTX 3060": ("NVIDIA GeForce RTX 3060 12GB", "NVIDIA GeForce RTX 3060 8GB"),
+    "NVIDIA GeForce RTX 4060 Ti": (
+        "NVIDIA GeForce RTX 4060 Ti 8GB",
+        "NVIDIA GeForce RTX 4060 Ti 16GB",
+    ),
+    "RTX 5060 Ti": ("NVIDIA GeForce RTX 5060 Ti 16GB", "NVIDIA GeForce RTX 5060 Ti 8GB"),
+}
+
+
+@pytest.mark.parametrize(("name", "candidates"), AMBIGUOUS.items())
+def test_a_name_that_fits_two_gpus_is_refused_with_both_in_one_line(catalog, name, candidates):
+    with pytest.raises(UnknownNameError) as err:
+        catalog.resolve_gpu(name)
+    assert str(err.value) == (
+        f"GPU {name!r} could be any of {len(candidates)} catalogue GPUs: "
+        f"{', '.join(candidates)}; give one of them"
+    )
+    assert err.value.suggestions == list(candidates)
 
 
 def test_tier_words_split_a_family_only_for_gpus():

@@ -10,6 +10,7 @@ the last bit (1 ULP) differently.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,9 @@ import pandas as pd
 import pytest
 from catboost import CatBoostRegressor
 
+from wattgpu.config import SHIPPED_DATA_DIR
+from wattgpu.data.catalog import Catalog
+from wattgpu.data.kernels import KERNELS_FILE
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.inference import predict_queries
 from wattgpu.modeling.answering.queries import check_queries
@@ -28,6 +32,8 @@ from wattgpu.modeling.physical.features import ANALOG_FEATURES, FEATURE_COLUMNS,
 from wattgpu.modeling.physical.simulate import simulate
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# the GPUs of the catalogue the frozen measurement rows were drawn on
+CURATED_GPUS = 35
 EXTRA_COLUMNS = ("prior_power_w", "prior_itl_s", "prior_power_cpu_w", "free_memory_gb")
 
 
@@ -88,8 +94,22 @@ def test_query_features_are_unchanged(queries, frozen_features, catalog):
     assert_same(build_features(check_queries(queries, catalog), catalog), old)
 
 
-def test_measurement_features_are_unchanged(frozen_features, catalog):
+def curated_catalog(folder: Path) -> Catalog:
+    """The shipped catalogue cut to the 35 GPUs curated before issue 59 (its first rows).
+
+    ``simulate`` draws for every catalogue GPU in turn: the frozen rows were drawn on these 35.
+    """
+    for name in ("llms.csv", KERNELS_FILE):
+        shutil.copy(SHIPPED_DATA_DIR / name, folder / name)
+    gpus = pd.read_csv(SHIPPED_DATA_DIR / "gpus.csv", keep_default_na=False, dtype=str)
+    gpus.head(CURATED_GPUS).to_csv(folder / "gpus.csv", index=False)
+    return Catalog.load(folder / "gpus.csv", folder / "llms.csv")
+
+
+def test_measurement_features_are_unchanged(frozen_features, tmp_path):
     old = frozen_features[frozen_features["kind"] == "measurement"].reset_index(drop=True)
+    catalog = curated_catalog(tmp_path)
+    assert catalog.gpus.index[-1] == "NVIDIA GB300"  # the last of the 35
     rows = simulate(catalog, seed=5).iloc[::7].head(2000).reset_index(drop=True)
     assert_same(build_features(rows, catalog), old)
 

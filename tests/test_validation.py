@@ -793,3 +793,95 @@ def test_a_job_reads_a_verdict_without_importing_great_expectations():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def with_new_gpu(**overrides) -> pd.DataFrame:
+    """The two-GPU table and an RTX A5000 (its datasheet and the GA102 whitepaper, by hand)."""
+    a5000 = {
+        "gpu": "NVIDIA RTX A5000",
+        "aliases": "RTX A5000|A5000",
+        "vendor": "NVIDIA",
+        "architecture": "Ampere",
+        "release_year": 2021,
+        "form_factor": "PCIe",
+        "memory_gb": 24,
+        "memory_type": "GDDR6",
+        "memory_bandwidth_gb_s": 768.0,  # 384 bits / 8 x 16 Gbps
+        "fp16_tensor_tflops": 111.1,
+        "fp32_tflops": 27.8,
+        "tdp_w": 230,
+        "base_clock_mhz": np.nan,
+        "boost_clock_mhz": np.nan,
+        "sm_count": 64,
+        "l2_cache_mb": np.nan,
+        "transistors_m": np.nan,
+        "process_nm": 8,
+        "compute_capability": 8.6,
+        "fp8_tensor_tflops": np.nan,
+        "fp4_tensor_tflops": np.nan,
+        "int8_tensor_tops": np.nan,
+        "int4_tensor_tops": np.nan,
+        "memory_bus_bits": 384,
+        "memory_data_rate_gbps": 16.0,
+    }
+    a5000.update(overrides)
+    return pd.concat([gpus_frame(), pd.DataFrame([a5000])], ignore_index=True)
+
+
+@pytest.mark.parametrize(
+    ("bandwidth", "passes"),
+    [
+        (768.0, True),  # the sheet's figure: 384 / 8 x 16 exactly
+        (790.0, True),  # 2.9 % over: a sheet's rounding is allowed up to 3 %
+        (792.0, False),  # 3.1 % over
+        (868.0, False),  # a typo, 13 % over
+        (691.2, False),  # 14.4 Gbps written for 16
+    ],
+)
+def test_a_new_gpu_must_have_the_bandwidth_of_its_bus_and_data_rate(bandwidth, passes):
+    report = validate_table("gpus", with_new_gpu(memory_bandwidth_gb_s=bandwidth))
+    assert report.success is passes
+    if not passes:
+        assert failures(report) == {
+            ("expect_column_values_to_be_between", "bandwidth_over_bus_rate")
+        }
+        (failed,) = [r for r in report.results if not r.success]
+        assert failed.examples == ["NVIDIA RTX A5000"] and failed.unexpected_count == 1
+
+
+def test_the_bandwidth_rule_holds_only_where_bus_and_rate_are_both_given():
+    frame = with_new_gpu(memory_bandwidth_gb_s=868.0, memory_data_rate_gbps=np.nan)
+    assert validate_table("gpus", frame).success
+    # gpus_frame() has no memory bus columns at all: they are optional
+    assert derive_gpu_checks(gpus_frame())["bandwidth_over_bus_rate"].isna().all()
+
+
+@pytest.mark.parametrize(
+    "alias",
+    [
+        "h100-sxm",  # row 0's alias "H100 SXM", spelt otherwise
+        "nvidia h100 sxm5 80gb",  # row 0's name
+    ],
+)
+def test_a_spelling_two_gpus_share_fails_naming_both(alias):
+    frame = gpus_frame()
+    frame.loc[1, "aliases"] = f"NVIDIA A100 80GB PCIe|{alias}"
+    report = validate_table("gpus", frame)
+    assert failures(report) == {("expect_column_values_to_be_in_set", "names_its_own")}
+    (failed,) = [r for r in report.results if not r.success]
+    assert failed.examples == ["NVIDIA H100 SXM5 80GB", "NVIDIA A100 PCIe 80GB"]
+
+
+def test_a_gpu_may_repeat_its_own_spellings():
+    frame = gpus_frame()
+    frame.loc[0, "aliases"] = "NVIDIA H100 80GB HBM3|H100 SXM|h100-sxm|NVIDIA H100 SXM5 80GB"
+    assert derive_gpu_checks(frame)["names_its_own"].tolist() == [True, True]
+
+
+def test_the_shipped_gpu_catalogue_passes_its_suite():
+    from wattgpu.config import SHIPPED_DATA_DIR
+
+    shipped = pd.read_csv(SHIPPED_DATA_DIR / "gpus.csv")
+    report = validate_table("gpus", shipped)
+    assert report.success, format_reports([report])
+    assert report.rows == len(shipped) >= 80

@@ -62,6 +62,9 @@ GPU_THROUGHPUT_COLUMNS = (
 # How a GPU reaches its peers (``interconnect``: NVLink or PCIe), from vendor sheets; blank where
 # a catalogue leaves them out. A PCIe card's optional NVLink bridge is not assumed.
 GPU_LINK_COLUMNS = ("nvlink_bandwidth_gb_s", "pcie_generation", "pcie_lanes")
+# The memory interface where the sheet gives it (bits, and Gbps per pin): validation checks that
+# the bandwidth is bus / 8 x rate; blank where a catalogue leaves them out.
+GPU_MEMORY_BUS_COLUMNS = ("memory_bus_bits", "memory_data_rate_gbps")
 KERNEL_FEATURES = {"bf16": 8.0, "fp8": 8.9, "fp4": 10.0, "fused_attention": 8.0}
 
 LLM_NUMERIC_COLUMNS = (
@@ -237,7 +240,8 @@ class Catalog:
                 f"gpus: column(s) {', '.join(stored)} are derived from compute_capability; "
                 "remove them from the catalogue"
             )
-        for column in ("compute_capability", *GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS):
+        optional = (*GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS, *GPU_MEMORY_BUS_COLUMNS)
+        for column in ("compute_capability", *optional):
             if column not in gpus.columns:
                 gpus[column] = np.nan
         if "interconnect" not in gpus.columns:

@@ -22,8 +22,8 @@ real kernels reach on the 7 profiled systems. The prior needs, per GPU:
 
 A profiled GPU gets its measured values (``efficiency_source`` names the system). Every other GPU
 gets them from ``spec_efficiencies``: the median over the profiled GPUs of its architecture and
-memory family (HBM or GDDR), else of its memory family, else of all; the link's terms from the
-profiled GPUs with the same kind of link (NVLink or PCIe). ``bench/kernels.py`` checks this
+memory family (HBM, or GDDR and LPDDR), else of its memory family, else of all; the link's terms
+from the profiled GPUs with the same kind of link (NVLink or PCIe). ``bench/kernels.py`` checks this
 model leave-one-system-out on the kernel tables.
 """
 
@@ -84,9 +84,15 @@ def read_kernels(path: Path) -> pd.DataFrame:
 
 
 def memory_family(memory_type: object) -> str:
-    """``HBM`` or ``GDDR`` (or ``unknown``) for a catalogue ``memory_type``."""
+    """``HBM`` or ``GDDR`` (or ``unknown``) for a catalogue ``memory_type``.
+
+    LPDDR (GB10's LPDDR5X) counts as ``GDDR``: DRAM chips on the board, beside the GPU's
+    package, not stacks on it, whose controllers reach a like share of their peak.
+    """
     text = str(memory_type).upper()
-    return "HBM" if text.startswith("HBM") else "GDDR" if text.startswith("GDDR") else "unknown"
+    if text.startswith("HBM"):
+        return "HBM"
+    return "GDDR" if text.startswith(("GDDR", "LPDDR")) else "unknown"
 
 
 def link_bandwidth(

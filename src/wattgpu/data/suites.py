@@ -19,6 +19,7 @@ dictionaries into suites.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ import pandas as pd
 from wattgpu.data.catalog import (
     GPU_COLUMNS,
     GPU_LINK_COLUMNS,
+    GPU_MEMORY_BUS_COLUMNS,
     GPU_NUMERIC_COLUMNS,
     GPU_THROUGHPUT_COLUMNS,
     KERNEL_FEATURES,
@@ -39,6 +41,7 @@ from wattgpu.data.clients import CLIENT_FOR_LOAD, client_kinds
 from wattgpu.data.engine_lines import engine_lines
 from wattgpu.data.formats import KNOWN_FORMATS
 from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
+from wattgpu.data.names import normalise_name
 from wattgpu.data.serving_suites import (
     client_expectations,
     engine_line_expectations,
@@ -108,7 +111,14 @@ GPU_ALL_NUMERIC = (
     "compute_capability",
     *GPU_THROUGHPUT_COLUMNS,
     *GPU_LINK_COLUMNS,
+    *GPU_MEMORY_BUS_COLUMNS,
 )
+# How far a sheet's bandwidth may lie from its bus width x data rate: sheets round (the V100's
+# 4096 bits at 1.75 Gbps is 896 GB/s, written 900), a wrong row is off by far more.
+BANDWIDTH_TOLERANCE = 0.03
+# The least FP32-accumulate tensor rate over the FP16-accumulate one: half (GeForce), less the
+# sheets' rounding (the GA102 whitepaper's RTX 3070: 40.6 of 81.3).
+MIN_FP32ACC_OVER_FP16 = 0.495
 # How GPUs reach their peers (``interconnect``); blank: not stated.
 INTERCONNECTS = ["NVLink", "PCIe"]
 
@@ -149,6 +159,8 @@ GPU_RANGES = (
     ("nvlink_bandwidth_gb_s", 50, 4000),  # both directions, per GPU
     ("pcie_generation", 3, 6),
     ("pcie_lanes", 1, 16),
+    ("memory_bus_bits", 32, 8192),
+    ("memory_data_rate_gbps", 0.5, 40),
 )
 LLM_RANGES = (
     # up to Kimi-K2's 1.03 trillion
@@ -181,6 +193,14 @@ def gpu_expectations() -> list[dict[str, Any]]:
         *text_types((*text, "aliases")),
         *numeric_types(GPU_ALL_NUMERIC),
         expectation("expect_column_values_to_be_unique", column="gpu"),
+        # One spelling, one GPU: no name or alias of a row is, after normalisation, a name or
+        # alias of another row (the resolver could not tell which GPU it means).
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="names_its_own",
+            value_set=[True],
+            meta=examples_from("gpu"),
+        ),
         *not_null((*text, *GPU_REQUIRED_NUMERIC), ("gpu",)),
         *[between(c, lo, hi) for c, lo, hi in GPU_RANGES],
         between("boost_over_base_clock", 1, None, meta=examples_from("gpu")),
@@ -207,7 +227,14 @@ def gpu_expectations() -> list[dict[str, Any]]:
         # Halving the precision never lowers the peak: FP8 at least the dense FP16 figure.
         between("fp8_over_fp16", 1, None, meta=examples_from("gpu")),
         # FP32 accumulation runs at the FP16-accumulate rate or at half of it (GeForce cards).
-        between("fp32acc_over_fp16", 0.5, 1, meta=examples_from("gpu")),
+        between("fp32acc_over_fp16", MIN_FP32ACC_OVER_FP16, 1, meta=examples_from("gpu")),
+        # Where the sheet gives the memory bus and its data rate, bandwidth = bits / 8 x Gbps.
+        between(
+            "bandwidth_over_bus_rate",
+            1 - BANDWIDTH_TOLERANCE,
+            1 + BANDWIDTH_TOLERANCE,
+            meta=examples_from("gpu"),
+        ),
         expectation(
             "expect_column_values_to_be_in_set", column="interconnect", value_set=INTERCONNECTS
         ),
@@ -334,10 +361,13 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     is given exactly when the compute capability has FP8 tensor cores; ``fp4_only_if_capable``
     that an FP4 figure is given only when it has FP4 ones (thresholds from
     ``catalog.KERNEL_FEATURES``); ``fp8_over_fp16`` = FP8 / FP16 dense tensor peak (blank where
-    either is blank). Absent throughput columns (``GPU_THROUGHPUT_COLUMNS``) are added as blanks.
+    either is blank); ``bandwidth_over_bus_rate`` = bandwidth / (bus bits / 8 x data rate), blank
+    where the sheet gives no bus or rate; ``names_its_own`` (see ``names_its_own``). Absent
+    optional columns (throughput, links, memory bus) are added as blanks.
     """
     out = frame.reset_index(drop=True)
-    for column in (*GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS, "interconnect"):
+    optional = (*GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS, *GPU_MEMORY_BUS_COLUMNS)
+    for column in (*optional, "interconnect"):
         if column not in out.columns:
             out[column] = np.nan
     boost, base = numeric(out, "boost_clock_mhz"), numeric(out, "base_clock_mhz")
@@ -352,7 +382,40 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     out["fp32acc_over_fp16"] = numeric(out, "fp32acc_tensor_tflops") / numeric(
         out, "fp16_tensor_tflops"
     )
+    bus_rate = numeric(out, "memory_bus_bits") / 8 * numeric(out, "memory_data_rate_gbps")
+    out["bandwidth_over_bus_rate"] = numeric(out, "memory_bandwidth_gb_s") / bus_rate
+    out["names_its_own"] = names_its_own(out)
     return out
+
+
+def names_its_own(gpus: pd.DataFrame) -> pd.Series:
+    """Per row, whether none of its names (``gpu`` and ``aliases``) is another GPU's name.
+
+    Names are compared after ``normalise_name``, as the resolver compares them. A name the row
+    repeats among its own aliases is no conflict, nor is a ``gpu`` written twice (the uniqueness
+    expectation reports that).
+    """
+    blank = pd.Series(np.nan, index=gpus.index, dtype=object)
+    keys = gpus.get("gpu", blank)
+    spellings = [
+        {normalise_name(n) for n in _names(key, aliases)} - {""}
+        for key, aliases in zip(keys, gpus.get("aliases", blank), strict=True)
+    ]
+    owners: dict[str, set[str]] = defaultdict(set)
+    for key, own in zip(keys.astype(str), spellings, strict=True):
+        for spelling in own:
+            owners[spelling].add(key)
+    return pd.Series(
+        [all(len(owners[s]) == 1 for s in own) for own in spellings], index=gpus.index, dtype=bool
+    )
+
+
+def _names(key: object, aliases: object) -> list[str]:
+    """A row's canonical name and its ``|``-separated aliases (none where blank)."""
+    given = [key] if pd.notna(key) else []
+    if pd.notna(aliases):
+        given += str(aliases).split("|")
+    return [str(name) for name in given]
 
 
 def derive_llm_checks(frame: pd.DataFrame) -> pd.DataFrame:
