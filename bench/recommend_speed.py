@@ -36,9 +36,9 @@ TRAIN_GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H
 def train_store(root: Path, catalog: Catalog) -> Settings:
     """Both targets tuned with one trial on generated rows of four GPUs, v1 in production."""
     from wattgpu.lifecycle import pipeline, registry, tracking
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
 
-    rows = simulate(catalog, seed=0)
+    rows = synthesize(catalog, seed=0)
     data = root / "small.csv"
     rows[rows["gpu"].isin(TRAIN_GPUS)].to_csv(data, index=False)
     settings = Settings(

@@ -75,10 +75,10 @@ def build_model(root: Path, targets: tuple[str, ...]) -> str:
     from wattgpu.config import SHIPPED_DATA_DIR, Settings
     from wattgpu.data.catalog import Catalog
     from wattgpu.lifecycle import pipeline, registry, tracking
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
-    rows = simulate(catalog, seed=3)
+    rows = synthesize(catalog, seed=3)
     data = root / "rows.csv"
     rows[rows["gpu"].isin(rows["gpu"].unique()[:8])].to_csv(data, index=False)
     settings = Settings(

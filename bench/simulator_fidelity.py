@@ -1,4 +1,4 @@
-"""How close the analytical model (wattgpu.modeling.physical.simulate) comes to real measurements.
+"""How close the analytical model (wattgpu.modeling.physical.synthetic) comes to real measurements.
 
 Reads the shipped real measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
 MdAPE of the model's power and per-request ITL against them, per data set and engine and overall,
@@ -49,7 +49,7 @@ from wattgpu.modeling.physical.prior import (
     fit_engine_floors,
     fit_ttft_terms,
 )
-from wattgpu.modeling.physical.simulate import calibrate, fidelity
+from wattgpu.modeling.physical.synthetic import calibrate, fidelity
 
 
 def load_rows(
@@ -153,7 +153,7 @@ def main() -> None:
     add_data_arguments(parser)
     args = parser.parse_args()
 
-    print("# Simulator fidelity (wattgpu.modeling.physical.simulate vs real measurements)\n")
+    print("# Simulator fidelity (wattgpu.modeling.physical.synthetic vs real measurements)\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")

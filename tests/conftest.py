@@ -279,9 +279,9 @@ def tuned_store(root: Path, catalog: Catalog, targets: tuple[str, ...]) -> dict:
     """``targets`` tuned (one trial) on generated rows of ``SERVED_GPUS`` in a store in ``root``,
     registered, and v1 promoted to production; returns the root, the settings and the runs."""
     from wattgpu.lifecycle import pipeline, registry, tracking
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
 
-    rows = simulate(catalog, seed=2)
+    rows = synthesize(catalog, seed=2)
     data = root / "small.csv"
     rows[rows["gpu"].isin(SERVED_GPUS)].to_csv(data, index=False)
     settings = Settings(

@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from wattgpu.lifecycle import promotion_log, registry, tracking
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA H100 SXM5"]
 
 
 def test_two_main_jobs_at_once_both_finish_with_one_production_version(tmp_path, catalog):
-    rows = simulate(catalog, seed=2)
+    rows = synthesize(catalog, seed=2)
     data = tmp_path / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

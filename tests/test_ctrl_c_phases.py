@@ -25,7 +25,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def state(pid: int) -> str:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, catalog) -> Path:
     path = tmp_path_factory.mktemp("data") / "small.csv"
-    simulate(catalog, seed=5).query("gpu in @GPUS").to_csv(path, index=False)
+    synthesize(catalog, seed=5).query("gpu in @GPUS").to_csv(path, index=False)
     return path
 
 

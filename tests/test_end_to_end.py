@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.errors import ValidationFailed
 from wattgpu.lifecycle import pipeline
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SX
 def small_data(tmp_path_factory, catalog) -> Path:
     """Generated rows of five GPUs (about 270 rows): enough for LOGO, fast to fit."""
     # seed 2: its draw puts some LLMs on two or more of these GPUs, so a GPU ranking exists
-    rows = simulate(catalog, seed=2)
+    rows = synthesize(catalog, seed=2)
     path = tmp_path_factory.mktemp("data") / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(path, index=False)
     return path

@@ -29,7 +29,7 @@ from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
 from wattgpu.modeling.learning.unseen import UNSEEN_GPU
 from wattgpu.modeling.physical.features import ANALOG_FEATURES, FEATURE_COLUMNS, build_features
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # the GPUs of the catalogue the frozen measurement rows were drawn on
@@ -110,7 +110,7 @@ def test_measurement_features_are_unchanged(frozen_features, tmp_path):
     old = frozen_features[frozen_features["kind"] == "measurement"].reset_index(drop=True)
     catalog = curated_catalog(tmp_path)
     assert catalog.gpus.index[-1] == "NVIDIA GB300"  # the last of the 35
-    rows = simulate(catalog, seed=5).iloc[::7].head(2000).reset_index(drop=True)
+    rows = synthesize(catalog, seed=5).iloc[::7].head(2000).reset_index(drop=True)
     assert_same(build_features(rows, catalog), old)
 
 
@@ -158,7 +158,7 @@ def test_the_served_input_answers_what_the_training_frame_answers(catalog):
     from wattgpu.modeling.learning.recipe import recipe_of
     from wattgpu.modeling.physical.targets import rows_with_target
 
-    rows = rows_with_target("itl", build_features(simulate(catalog, seed=4).iloc[::9], catalog))
+    rows = rows_with_target("itl", build_features(synthesize(catalog, seed=4).iloc[::9], catalog))
     model = models.fit(recipe_of("itl", "fast"), rows, {"iterations": 30})
     served, framed = models.Pools("itl", rows), models.Pools("itl", rows, np.zeros(len(rows)))
     assert len(model.members) == 2

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.lifecycle import tracking, workers
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 pytestmark = pytest.mark.slow
 GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5", "NVIDIA A10G"]
@@ -69,7 +69,7 @@ def parent_runs(uri: str):
 def job_files(tmp_path: Path, catalog) -> tuple[Path, str, str, str, dict[str, str]]:
     """A job's small data, its Optuna storage and tracking URI, its marker and environment."""
     data = tmp_path / "small.csv"
-    simulate(catalog, seed=5).query("gpu in @GPUS").to_csv(data, index=False)
+    synthesize(catalog, seed=5).query("gpu in @GPUS").to_csv(data, index=False)
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     marker = uuid.uuid4().hex

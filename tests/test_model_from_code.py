@@ -25,7 +25,7 @@ from wattgpu.modeling.learning.recipe import recipe_of
 from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
 from wattgpu.modeling.learning.unseen import UNSEEN_GPU
 from wattgpu.modeling.physical.features import build_features
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 from wattgpu.modeling.physical.targets import rows_with_target
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def test_the_served_model_is_logged_from_code_and_loads_without_unpickling(
     catalog, tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)  # the default experiment's artifacts go to ./mlruns
-    rows = rows_with_target("power", build_features(simulate(catalog, seed=1).head(400), catalog))
+    rows = rows_with_target("power", build_features(synthesize(catalog, seed=1).head(400), catalog))
     recipe = recipe_of("power", "fast")
     model = models.fit(recipe, rows, {"iterations": 10})
     bounds = IntervalModel(

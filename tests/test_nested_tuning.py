@@ -24,10 +24,10 @@ pytestmark = pytest.mark.slow
 def rows():
 
     from wattgpu.data.catalog import Catalog
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
-    generated = simulate(catalog, seed=0)
+    generated = synthesize(catalog, seed=0)
     gpus = sorted(generated["gpu"].unique())[:4]
     generated = generated[generated["gpu"].isin(gpus)].reset_index(drop=True)
     return rows_with_target("power", build_features(generated, catalog))

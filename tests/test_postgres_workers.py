@@ -35,7 +35,7 @@ from mlflow.tracking import MlflowClient
 from wattgpu.config import MLFLOW_JOB_RUNNERS, SHIPPED_DATA_DIR
 from wattgpu.lifecycle import promotion_log, registry
 from wattgpu.lifecycle.gate import TOLERANCE_PP
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def postgres():
 
 
 def test_two_workers_share_one_postgres_study(postgres, tmp_path, catalog):
-    rows = simulate(catalog, seed=4)
+    rows = synthesize(catalog, seed=4)
     data = tmp_path / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     # Create the study and the MLflow store (and so their schemas) once before the workers
@@ -251,7 +251,7 @@ def test_readme_team_setup_is_what_the_team_test_runs():
 
 def test_team_setup_through_a_real_tracking_server(postgres, tmp_path, catalog):
     """docs/operations.md "Growing past one machine", command for command, on one machine."""
-    rows = simulate(catalog, seed=6)
+    rows = synthesize(catalog, seed=6)
     data = tmp_path / "small.csv"
     rows[rows["gpu"].isin(GPUS)].to_csv(data, index=False)
     host_port = postgres.split("@", 1)[1].split("/", 1)[0]

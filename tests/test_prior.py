@@ -24,12 +24,12 @@ from wattgpu.modeling.physical.prior import (
 def generated(catalog):
     from wattgpu.modeling.physical.features import build_features
     from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
 
     # the generator's truth differs from where a refit starts (the paper's 0.6 / 0.9)
     truth = replace(DEFAULT_CONSTANTS, server_power_factor=0.55)
     assert NEUTRAL_START.server_power_factor != pytest.approx(truth.server_power_factor, abs=0.05)
-    return build_features(simulate(catalog, seed=0, constants=truth), catalog)
+    return build_features(synthesize(catalog, seed=0, constants=truth), catalog)
 
 
 def test_calibration_rows_are_single_gpu_dense_16_bit_vllm_outside_the_cpu_bound_runs():

@@ -47,11 +47,11 @@ def test_merged_takes_each_row_from_the_part_that_predicted_it():
 def rows() -> pd.DataFrame:
     from wattgpu.data.catalog import Catalog
     from wattgpu.modeling.physical.features import build_features
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
     from wattgpu.modeling.physical.targets import rows_with_target
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
-    generated = simulate(catalog, seed=0)
+    generated = synthesize(catalog, seed=0)
     gpus = sorted(generated["gpu"].unique())[:5]
     generated = generated[generated["gpu"].isin(gpus)].reset_index(drop=True)
     return rows_with_target("power", build_features(generated, catalog))

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR, load_settings
 from wattgpu.lifecycle import registry, tracking
-from wattgpu.modeling.physical.simulate import simulate
+from wattgpu.modeling.physical.synthetic import synthesize
 
 pytestmark = pytest.mark.slow
 GPUS = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA H100 SXM5", "NVIDIA A10G"]
@@ -36,7 +36,7 @@ def tuned(tmp_path_factory, catalog) -> dict[str, Path | str]:
     (data_dir / "measurements").mkdir(parents=True)
     for name in ("gpus.csv", "llms.csv"):
         shutil.copy(SHIPPED_DATA_DIR / name, data_dir / name)
-    rows = simulate(catalog, seed=3)
+    rows = synthesize(catalog, seed=3)
     rows[rows["gpu"].isin(GPUS)].to_csv(data_dir / "measurements" / "small.csv", index=False)
     workdir = root / "work"
     workdir.mkdir()

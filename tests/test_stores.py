@@ -108,10 +108,10 @@ def test_tune_creates_the_default_optuna_store_where_only_mlflow_is_set(tmp_path
     """No home yet and only MLFLOW_TRACKING_URI set: the Optuna store's folder is made on use."""
     from wattgpu.config import SHIPPED_DATA_DIR
     from wattgpu.data.catalog import Catalog
-    from wattgpu.modeling.physical.simulate import simulate
+    from wattgpu.modeling.physical.synthetic import synthesize
 
     catalog = Catalog.load(SHIPPED_DATA_DIR / "gpus.csv", SHIPPED_DATA_DIR / "llms.csv")
-    rows = simulate(catalog, seed=2)
+    rows = synthesize(catalog, seed=2)
     data = tmp_path / "small.csv"
     three = ["NVIDIA Tesla T4", "NVIDIA L4", "NVIDIA H100 SXM5"]
     rows[rows["gpu"].isin(three)].to_csv(data, index=False)

@@ -642,10 +642,10 @@ def data() -> None:
     "--seed", type=int, default=0, show_default=True, help="Seed of the measurement noise."
 )
 @pass_state
-def simulate(state: CliState, output: Path, seed: int) -> None:
+def synthesize(state: CliState, output: Path, seed: int) -> None:
     """Generate a measurement set from the analytical model (marked as generated in `source`)."""
     from wattgpu.data.catalog import Catalog
-    from wattgpu.modeling.physical.simulate import simulate as draw
+    from wattgpu.modeling.physical.synthetic import synthesize as draw
 
     settings = state.settings
     rows = draw(Catalog.load(settings.gpus_csv, settings.llms_csv), seed=seed)

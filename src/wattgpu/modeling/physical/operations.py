@@ -131,9 +131,21 @@ class WeightGemms:
 
 @dataclass(frozen=True)
 class KvAttention:
-    """Decode attention: the KV cache one sequence reads per step, bytes (its mean context)."""
+    """Attention over the KV cache.
+
+    Attributes:
+        bytes_per_seq: the KV cache one sequence reads per decode step, bytes (at its mean
+            context: the closed-form prior's step).
+        bytes_per_token: the KV cache bytes a decoded token reads per token of its context
+            (the serving loop's step, ``modeling.serving.step``).
+        flops_per_pair: a prefilled token's attention FLOPs per earlier token it attends to
+            (``QK^T`` and ``PV``: 4 x heads x head_dim per layer, every attention layer).
+
+    """
 
     bytes_per_seq: np.ndarray
+    bytes_per_token: np.ndarray
+    flops_per_pair: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -186,6 +198,12 @@ def describe_step(rows: Rows) -> StepWork:
     # two all-reduces per layer (after attention and after the MLP) of hidden x 2 bytes each
     layers = values(rows, "llm_num_layers", 32.0, positive=True)
     hidden = values(rows, "llm_hidden_size", 4096.0, positive=True)
+    heads = values(rows, "llm_num_attention_heads", np.nan, positive=True)
+    head_dim = values(rows, "llm_head_dim", np.nan, positive=True)
+    width = np.where(np.isfinite(heads * head_dim), heads * head_dim, hidden)
+    attention_layers = np.minimum(values(rows, "llm_num_kv_layers", np.nan, positive=True), layers)
+    attention_layers = np.where(np.isfinite(attention_layers), attention_layers, layers)
+    kv_per_token = values(rows, "kv_bytes_per_token", 0.0)
     ring = 2.0 * (gpus - 1.0) / gpus
     return StepWork(
         gemms=WeightGemms(
@@ -195,7 +213,11 @@ def describe_step(rows: Rows) -> StepWork:
             per_token=values(rows, "llm_experts_per_token", 1.0, positive=True),
             flops_per_seq=flops,
         ),
-        attention=KvAttention(context * values(rows, "kv_bytes_per_token", 0.0)),
+        attention=KvAttention(
+            bytes_per_seq=context * kv_per_token,
+            bytes_per_token=kv_per_token,
+            flops_per_pair=4.0 * width * attention_layers,
+        ),
         all_reduces=AllReduces(np.where(gpus > 1.0, 2.0 * layers, 0.0), hidden * 2.0 * ring),
         prefill=PrefillChunk(tokens_in),
     )

@@ -1,6 +1,6 @@
 """The analytical model of LLM serving: power and per-request ITL from specs and workload alone.
 
-Pure functions of DataFrames (no I/O). ``wattgpu.modeling.physical.simulate`` generates a
+Pure functions of DataFrames (no I/O). ``wattgpu.modeling.physical.synthetic`` generates a
 measurement set with it and fits its constants; ``wattgpu.modeling.physical.features`` adds its
 predictions to every row as a physics prior that the trees correct. A roofline of the decode step
 plus queueing, with a few constants fitted to real measurements (``bench/simulator_fidelity.py``).

@@ -28,7 +28,7 @@ from wattgpu.modeling.physical.physics import (
     PhysicalConstants,
     TtftTerms,
 )
-from wattgpu.modeling.physical.simulate import calibrate
+from wattgpu.modeling.physical.synthetic import calibrate
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, SOURCE_COLUMN, rows_measuring
 
 # What the constants are fitted on: single-GPU, dense, 16-bit vLLM rows, less the 2024 batch runs

@@ -10,7 +10,7 @@ from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants, serving_model
-from wattgpu.modeling.physical.simulate import MEASUREMENT_COLUMNS, calibrate, fidelity, simulate
+from wattgpu.modeling.physical.synthetic import MEASUREMENT_COLUMNS, calibrate, fidelity, synthesize
 
 # Round numbers for the hand computations: memory 50 %, compute 50 %, 1 ms per step,
 # 0.1 ms per sequence, idle 10 % of TDP, memory weight 0.5, compute weight 1, server factor 0.5.
@@ -233,7 +233,7 @@ def test_predict_does_not_change_its_input(catalog):
 
 @pytest.fixture(scope="module")
 def generated(catalog):
-    return simulate(catalog, seed=0)
+    return synthesize(catalog, seed=0)
 
 
 def test_generated_set_covers_every_gpu_and_both_scenarios(catalog, generated):
@@ -271,9 +271,9 @@ def test_generated_values_are_physical(catalog, generated):
     assert np.allclose(generated["energy_per_token_j"], energy)
 
 
-def test_simulate_is_deterministic_for_a_seed(catalog, generated):
-    pd.testing.assert_frame_equal(simulate(catalog, seed=0), generated)
-    other = simulate(catalog, seed=1)
+def test_synthesize_is_deterministic_for_a_seed(catalog, generated):
+    pd.testing.assert_frame_equal(synthesize(catalog, seed=0), generated)
+    other = synthesize(catalog, seed=1)
     assert not other["mean_power_w"].equals(generated["mean_power_w"])
     assert other["source"].iloc[0].endswith("(analytical model, seed 1) — not measured")
 
@@ -287,14 +287,14 @@ def test_noise_is_small_and_centred(catalog, generated):
     assert abs(np.median(power_ratio)) < 0.01 and power_ratio.std() < 0.035
 
 
-def test_cli_simulate_writes_rows_that_read_back_as_measurements(tmp_path, monkeypatch, catalog):
+def test_cli_synthesize_writes_rows_that_read_back_as_measurements(tmp_path, monkeypatch, catalog):
     from click.testing import CliRunner
 
     from wattgpu.cli import cli
 
     monkeypatch.delenv("WATTGPU_DATA_DIR", raising=False)
-    path = tmp_path / "generated" / "simulated.csv"
-    result = CliRunner().invoke(cli, ["data", "simulate", "--output", str(path), "--seed", "0"])
+    path = tmp_path / "generated" / "synthetic.csv"
+    result = CliRunner().invoke(cli, ["data", "synthesize", "--output", str(path), "--seed", "0"])
     assert result.exit_code == 0, result.output
     count = int(result.output.split()[1])  # "wrote N generated rows to PATH"
     back = read_measurements([path])
@@ -329,7 +329,7 @@ def test_fidelity_reports_each_target_per_data_set(catalog, generated):
     rows = build_features(generated.iloc[:200], catalog).assign(family="sim")
     report = fidelity(rows, DEFAULT_CONSTANTS, fitted=rows["scenario"] == "offline")
     assert set(report["target"]) == {"power", "itl"}
-    assert set(report["data_set"]) == {"generated: wattgpu data simulate (analytical model, "
+    assert set(report["data_set"]) == {"generated: wattgpu data synthesize (analytical model, "
                                        "seed 0) — not measured/sim", "all", "fitted"}  # fmt: skip
     lines = report.set_index(["target", "data_set"])
     assert lines.loc[("itl", "all"), "n_rows"] == 200

@@ -3,7 +3,7 @@
 The analytical model of LLM serving itself (``PhysicalConstants``, ``DEFAULT_CONSTANTS``,
 ``serving_model``) lives in ``wattgpu.modeling.physical.physics``; this module fits its
 constants to measured rows (``calibrate``, ``fidelity``) and draws a measurement set from it
-(``simulate``). Pure: the CLI writes the file.
+(``synthesize``). Pure: the CLI writes the file.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ MEASUREMENT_COLUMNS = (
 
 
 def _generated_source(seed: int) -> str:
-    return f"generated: wattgpu data simulate (analytical model, seed {seed}) — not measured"
+    return f"generated: wattgpu data synthesize (analytical model, seed {seed}) — not measured"
 
 
 def _candidate_llms(catalog: Catalog) -> pd.DataFrame:
@@ -256,7 +256,7 @@ def _pick_llms(catalog: Catalog, rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame(pairs, columns=["gpu", "model", "dtype"])
 
 
-def simulate(
+def synthesize(
     catalog: Catalog, seed: int = 0, constants: PhysicalConstants = DEFAULT_CONSTANTS
 ) -> pd.DataFrame:
     """Generate a measurement set: every catalogue GPU, most dense LLMs, both scenarios.

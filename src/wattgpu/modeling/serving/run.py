@@ -1,0 +1,100 @@
+"""The serving loop of each row, simulated: costs, set-up and loop put together, rows at once.
+
+A row's step costs come from the prior's description of its work on its GPUs
+(``physical.operations``, ``physical.costs``) at today's constants' kernel shares; its client,
+scheduler and host time from its harness and engine line (``workload``). Rows of one client kind
+and one slot width run together through ``loop.simulate``. An open loop that arrives faster than
+its engine serves is then run as the engine full (``_saturate``) and flagged ``overloaded``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.modeling.physical.costs import silicon
+from wattgpu.modeling.physical.operations import Rows, describe_step, length
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.serving.loop import (
+    CLOSED,
+    POISSON,
+    POISSON_SLOTS,
+    SLOTS,
+    STATISTICS,
+    WIDE_SLOTS,
+    simulate,
+    slots_needed,
+)
+from wattgpu.modeling.serving.step import TokenCosts, token_costs
+from wattgpu.modeling.serving.workload import (
+    MIN_MEASURED,
+    SETTLED_MEASURED,
+    SETTLED_WARMUP,
+    Setup,
+    setup,
+)
+
+
+def simulate_rows(
+    rows: Rows, constants: PhysicalConstants = DEFAULT_CONSTANTS, seed: int = 0
+) -> pd.DataFrame:
+    """The ``loop.STATISTICS`` of each row's own client and engine, one frame row per row.
+
+    ``rows`` carry the physics features (``physical.features.build_features``); ``constants``
+    give the kernels' shares a serving step reaches (not refitted here).
+    """
+    gpus = silicon(rows, constants.memory_efficiency, constants.compute_efficiency)
+    costs = token_costs(describe_step(rows), gpus)
+    plan = setup(rows)
+    n = length(rows)
+    out = np.full((n, len(STATISTICS)), np.nan)
+    # rows of one kind and one width run together (an open loop, or a cohort of a big closed
+    # loop, needs wider slot arrays)
+    width = slots_needed(plan.client, plan.scheduler)
+    width = np.where(
+        plan.client.kind == POISSON, POISSON_SLOTS, np.where(width > SLOTS, WIDE_SLOTS, width)
+    )
+    groups = plan.client.kind * 10_000 + width
+    for group in np.unique(groups):
+        part = np.nonzero(groups == group)[0]
+        stats = simulate(
+            costs.take(part),
+            plan.host.take(part),
+            plan.scheduler.take(part),
+            plan.client.take(part),
+            seed=seed,
+            slots=int(width[part[0]]),
+        )
+        out[part] = np.column_stack([stats[name] for name in STATISTICS])
+    _saturate(out, costs, plan, seed)
+    index = rows.index if isinstance(rows, pd.DataFrame) else None
+    return pd.DataFrame(out, columns=list(STATISTICS), index=index)
+
+
+def _saturate(out: np.ndarray, costs: TokenCosts, plan: Setup, seed: int) -> None:
+    """Open loops that arrive faster than their engine serves: the engine full, as it runs then.
+
+    Such a queue grows without end; while it does, the engine runs as many requests as it holds
+    (its sequence cap, or what its KV cache holds), a closed loop of that many users, whose
+    statistics stand for the row (still flagged ``overloaded``).
+    """
+    column = STATISTICS.index("overloaded")
+    over = np.nonzero((plan.client.kind == POISSON) & (out[:, column] > 0))[0]
+    if not over.size:
+        return
+    client, sched = plan.client.take(over), plan.scheduler.take(over)
+    held = sched.kv_tokens / np.maximum(client.prompt + client.answer, 1.0)
+    users = np.maximum(np.floor(np.minimum(sched.max_seqs, held)), 1.0)
+    full = replace(
+        client,
+        kind=np.full(len(over), CLOSED),
+        users=users,
+        warmup=users * SETTLED_WARMUP,
+        measured=np.maximum(users * SETTLED_MEASURED, MIN_MEASURED),
+    )
+    width = np.clip(slots_needed(full, sched), SLOTS, WIDE_SLOTS).max()
+    stats = simulate(costs.take(over), plan.host.take(over), sched, full, seed, int(width))
+    out[over] = np.column_stack([stats[name] for name in STATISTICS])
+    out[over, column] = 1.0

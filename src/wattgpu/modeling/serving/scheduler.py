@@ -1,0 +1,282 @@
+"""What an engine runs in its next step: each release line's scheduling policy, vectorised.
+
+The policies of ``data/engine_lines.csv`` (``wattgpu.data.engine_lines``), as the engines'
+schedulers implement them, over the requests of every row at once (one row of each array per
+measured or asked set-up, one column per request slot):
+
+* ``prefill_first`` (vLLM V0, SGLang): a step prefills the waiting prompts (FCFS, the first that
+  does not fit stops the queue) and decodes nothing; with nothing to prefill, it decodes every
+  running request;
+* ``decode_first`` (vLLM V1, DeepSpeed-MII's SplitFuse): a step decodes every running request,
+  then fills what is left of the token budget with prompt chunks;
+* ``inflight`` (TensorRT-LLM): as ``decode_first``, with whole prompts only;
+* ``prefill_pause`` (TGI): a new batch is prefilled, pausing the running one, only when the
+  waiting requests are at least ``waiting_served_ratio`` x the running ones, or have waited
+  ``max_waiting_steps`` steps, or nothing runs;
+* ``static`` (Hugging Face generate, llama.cpp offline): a batch is admitted only when the last
+  one has ended, and decodes until its longest answer ends.
+
+Admission holds the engine's sequence cap and its KV cache (the prompt's tokens, or the whole
+answer's for engines that reserve to completion); a full cache preempts the newest running
+request back to the front of the queue (``preempt``). Pure numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+# The policies, by code (``wattgpu.data.engine_lines.POLICIES`` names them in this order).
+PREFILL_FIRST, DECODE_FIRST, INFLIGHT, PREFILL_PAUSE, STATIC = range(5)
+
+# Slot states.
+IDLE, WAITING, RUNNING, PADDING, DONE = range(5)
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Each row's engine, as its scheduler sees it.
+
+    Attributes:
+        policy: the policy's code (``PREFILL_FIRST`` ...).
+        chunked: whether a prompt may be split across steps.
+        budget: tokens a step may carry (decodes count one each, ``max_num_batched_tokens``).
+        max_seqs: the most requests running at once (``max_num_seqs``).
+        kv_tokens: tokens the KV cache holds, all running requests together.
+        reserve_full: admission reserves the whole answer's KV cache (no preemption needed).
+        waiting_ratio: ``prefill_pause``'s waiting-to-running ratio that starts a prefill.
+        max_waiting_steps: ``prefill_pause``'s steps after which any waiting request is taken.
+
+    """
+
+    policy: np.ndarray
+    chunked: np.ndarray
+    budget: np.ndarray
+    max_seqs: np.ndarray
+    kv_tokens: np.ndarray
+    reserve_full: np.ndarray
+    waiting_ratio: np.ndarray
+    max_waiting_steps: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Scheduler:
+        """The schedulers of the rows ``rows`` only."""
+        return Scheduler(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+
+@dataclass
+class Slots:
+    """The request slots of every row: one column per slot, one request (or cohort) each.
+
+    A slot stands for ``weight`` identical requests (a cohort: ``N / slots`` users of a large
+    closed loop), which the scheduler moves together.
+
+    Attributes:
+        weight: requests the slot stands for (0: an unused slot).
+        state: ``IDLE``, ``WAITING``, ``RUNNING``, ``PADDING`` (a finished request a static
+            batch still carries) or ``DONE``.
+        prompt: the current request's prompt tokens; ``answer``: its output tokens.
+        need: prompt tokens still to prefill, per request (the prompt and what was generated,
+            after a preemption).
+        context: tokens in the KV cache, per request.
+        generated: output tokens generated so far.
+        order: the FCFS key (arrival order; a preempted request gets the queue's front).
+        arrived: arrival time; ``first``: first token's time; ``last``: last token's time;
+        ``started``: end of the first step that prefilled part of it (a cohort's first
+        member's first token).
+
+    """
+
+    weight: np.ndarray
+    state: np.ndarray
+    prompt: np.ndarray
+    answer: np.ndarray
+    need: np.ndarray
+    context: np.ndarray
+    generated: np.ndarray
+    order: np.ndarray
+    arrived: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    started: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Slots:
+        """The slots of the rows ``rows`` only (copies)."""
+        return Slots(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+    def put(self, rows: np.ndarray, part: Slots) -> None:
+        """Write ``part`` (from ``take(rows)``) back into the rows ``rows``."""
+        for f in fields(self):
+            getattr(self, f.name)[rows] = getattr(part, f.name)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One step of every row: what it prefills and whether it decodes.
+
+    Attributes:
+        take: prompt tokens each slot prefills in the step, all its requests together.
+        decodes: slots that decode one token each in the step.
+        carried: slots the step carries without a token (a static batch's finished requests).
+        admitted: slots admitted from the queue in the step.
+
+    """
+
+    take: np.ndarray
+    decodes: np.ndarray
+    carried: np.ndarray
+    admitted: np.ndarray
+
+
+def kv_used(slots: Slots, sched: Scheduler) -> np.ndarray:
+    """KV-cache tokens each row's running requests hold (or reserved, for no-evict engines)."""
+    running = (slots.state == RUNNING) | (slots.state == PADDING)
+    full = slots.prompt + slots.answer
+    held = np.where(sched.reserve_full[:, None], full, slots.context + slots.need)
+    return (np.where(running, slots.weight * held, 0.0)).sum(axis=1)
+
+
+def preempt(slots: Slots, sched: Scheduler, next_order: np.ndarray) -> np.ndarray:
+    """Preempt the newest running requests of rows whose KV cache cannot take the next step.
+
+    Each decoding request needs one more token of cache; where they do not fit, the most
+    recently admitted running requests go back to the front of the queue, to prefill their
+    prompt and what they had generated again (recompute), newest first, until the rest fit.
+    Engines that reserve to completion never preempt.
+
+    Returns:
+        The slots preempted (a mask).
+
+    """
+    running = slots.state == RUNNING
+    grow = np.where(running & (slots.need <= 0), slots.weight, 0.0).sum(axis=1)
+    excess = kv_used(slots, sched) + grow - sched.kv_tokens
+    hit = (excess > 0) & ~sched.reserve_full
+    if not hit.any():
+        return np.zeros(slots.state.shape, bool)
+    # newest first: a running slot's order, descending; others last
+    key = np.where(running, -slots.order, np.inf)
+    ranked = np.argsort(key, axis=1, kind="stable")
+    held = np.take_along_axis(
+        np.where(running, slots.weight * (slots.context + 1.0), 0.0), ranked, axis=1
+    )
+    freed_before = np.cumsum(held, axis=1) - held
+    # keep the last running slot of a row even when the cache cannot hold it: it is the one the
+    # engine runs alone (a request too long for the cache fails in the engine; here it runs)
+    ranked_running = np.take_along_axis(running, ranked, axis=1)
+    last_running = np.cumsum(ranked_running[:, ::-1], axis=1)[:, ::-1] == 1
+    out_ranked = hit[:, None] & ranked_running & (freed_before < excess[:, None]) & ~last_running
+    out = np.zeros_like(out_ranked)
+    np.put_along_axis(out, ranked, out_ranked, axis=1)
+    if out.any():
+        slots.state[out] = WAITING
+        slots.need[out] = slots.prompt[out] + slots.generated[out]
+        slots.context[out] = 0.0
+        # the front of the queue, in the order they were running
+        front = next_order[:, None] - 1e9 + slots.order
+        slots.order[out] = front[out]
+    return out
+
+
+def plan_step(slots: Slots, sched: Scheduler, waited_steps: np.ndarray) -> Plan:
+    """The next step of every row under its engine's policy (see the module docstring)."""
+    running = slots.state == RUNNING
+    waiting = slots.state == WAITING
+    decoding = running & (slots.need <= 0)
+    partial = running & (slots.need > 0)
+    running_w = np.where(running | (slots.state == PADDING), slots.weight, 0.0).sum(axis=1)
+    decode_w = np.where(decoding, slots.weight, 0.0).sum(axis=1)
+    waiting_w = np.where(waiting, slots.weight, 0.0).sum(axis=1)
+    policy = sched.policy
+
+    mixed = (policy == DECODE_FIRST) | (policy == INFLIGHT)
+    # the tokens left for prompts in this step
+    budget = np.where(mixed, np.maximum(sched.budget - decode_w, 0.0), sched.budget)
+    # who may be admitted at all this step
+    admit_ok = np.ones(len(policy), bool)
+    admit_ok &= ~((policy == STATIC) & (running_w > 0))
+    pause = policy == PREFILL_PAUSE
+    ready = (
+        (running_w <= 0)
+        | (waiting_w >= sched.waiting_ratio * running_w)
+        | (waited_steps >= sched.max_waiting_steps)
+    )
+    admit_ok &= ~pause | ready
+
+    candidates = waiting & admit_ok[:, None]
+    take = np.zeros(slots.state.shape)
+    admitted = np.zeros(slots.state.shape, bool)
+    # only the rows with a prompt to prefill go through the queue
+    busy = np.nonzero((partial | candidates).any(axis=1))[0]
+    if busy.size:
+        take[busy], admitted[busy] = _fill(
+            slots.take(busy),
+            sched.take(busy),
+            budget[busy],
+            partial[busy],
+            candidates[busy],
+            running_w[busy],
+        )
+    prefilling = take.sum(axis=1) > 0
+    # prefill-first and pausing engines decode only in steps that prefill nothing; a static batch
+    # decodes once all of it is prefilled
+    alone = (policy == PREFILL_FIRST) | pause
+    static_busy = (policy == STATIC) & ((partial | admitted).any(axis=1))
+    decode_now = ~((alone & prefilling) | static_busy)
+    decodes = decoding & decode_now[:, None]
+    carried = (slots.state == PADDING) & decode_now[:, None]
+    return Plan(take=take, decodes=decodes, carried=carried, admitted=admitted)
+
+
+def _fill(
+    slots: Slots,
+    sched: Scheduler,
+    budget: np.ndarray,
+    partial: np.ndarray,
+    candidates: np.ndarray,
+    running_w: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt tokens per slot within ``budget``: unfinished prompts first, then the queue, FCFS.
+
+    A waiting request is admitted while the sequence cap and the KV cache hold it; the first
+    that does not fit stops the queue. An unchunked engine takes a prompt whole (a cohort: as
+    many of its requests' whole prompts as fit).
+    """
+    eligible = partial | candidates
+    # unfinished prompts first (by order), then the queue (by order); the rest last
+    key = np.where(partial, slots.order - 1e12, np.where(candidates, slots.order, np.inf))
+    ranked = np.argsort(key, axis=1, kind="stable")
+
+    def pick(a: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(a, ranked, axis=1)
+
+    weight, need = pick(slots.weight), pick(slots.need)
+    is_new, is_in = pick(candidates), pick(eligible)
+    demand = np.where(is_in, weight * need, 0.0)
+    # admission: sequence cap and KV cache, cumulative over the queue in order
+    full = pick(slots.prompt + slots.answer)
+    reserve = np.where(sched.reserve_full[:, None], full, need) * weight
+    seats = np.cumsum(np.where(is_new, weight, 0.0), axis=1) + running_w[:, None]
+    room = np.cumsum(np.where(is_new, reserve, 0.0), axis=1) + kv_used(slots, sched)[:, None]
+    # an empty engine always takes the queue's first request (a cohort above the cap included)
+    first = is_new & (seats - weight <= running_w[:, None] + 1e-9) & (running_w[:, None] <= 0)
+    fits = (
+        ~is_new
+        | first
+        | ((seats <= sched.max_seqs[:, None] + 1e-9) & (room <= sched.kv_tokens[:, None] + 1e-9))
+    )
+    # a queue stops at its first request that cannot be admitted
+    fits = np.logical_and.accumulate(fits | ~is_in, axis=1) & is_in
+    before = np.cumsum(np.where(fits, demand, 0.0), axis=1) - np.where(fits, demand, 0.0)
+    left = np.maximum(budget[:, None] - before, 0.0)
+    chunk = np.minimum(demand, left)
+    whole = np.where(need > 0, np.floor(left / np.maximum(need, 1e-9) + 1e-9) * need, 0.0)
+    unchunked = np.minimum(demand, whole)
+    # ``before`` counts every earlier prompt whole: after one that does not fit, nothing does
+    got = np.where(fits, np.where(sched.chunked[:, None], chunk, unchunked), 0.0)
+    admitted_ranked = is_new & (got > 0)
+    take = np.zeros_like(got)
+    admitted = np.zeros_like(admitted_ranked)
+    np.put_along_axis(take, ranked, got, axis=1)
+    np.put_along_axis(admitted, ranked, admitted_ranked, axis=1)
+    return take, admitted

@@ -1,0 +1,239 @@
+"""Each row's serving set-up as the simulator takes it: client, engine scheduler, host time.
+
+From a row's load (``scenario``, ``users``, ``request_rate_rps``, ``batch_size``, lengths), its
+client (``client``: a harness of ``data/clients.csv``, else the one its load implies), its
+engine's release line (``data/engine_lines.csv``, by ``engine``, ``engine_version`` or
+``engine_year``), the user's engine knobs (``max_num_seqs``, ``max_batched_tokens``,
+``chunked_prefill``) and its GPUs' memory, LLM and format (``weight_bytes``,
+``kv_bytes_per_token``). Pure; the tables are read once per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from wattgpu.arrays import blanks, unique_codes
+from wattgpu.data.clients import CLIENT_FOR_LOAD, clients
+from wattgpu.data.engine_lines import MIN_CONTEXT_BUDGET, POLICIES, engine_lines
+from wattgpu.modeling.physical.operations import Rows, length, values
+from wattgpu.modeling.serving.loop import CLOSED, ONESHOT, POISSON, ROUNDS, Client
+from wattgpu.modeling.serving.scheduler import Scheduler
+from wattgpu.modeling.serving.step import HostTime
+
+# The engine knobs a user may set, and what each may be.
+KNOB_RANGES = {
+    "max_num_seqs": (1.0, 65536.0),
+    "max_batched_tokens": (16.0, 1048576.0),
+    "chunked_prefill": (0.0, 1.0),
+}
+# A context length for an LLM whose catalogue row gives none.
+DEFAULT_CONTEXT = 4096.0
+# An open loop's warm-up requests, and the most it measures.
+POISSON_WARMUP, POISSON_MEASURED = 30.0, 100.0
+# A closed loop's statistics settle within a request per user of warm-up and three measured
+# ones: the simulation stops there even where the harness sent more (a cohort of users moves
+# together, so more requests would repeat the same cycle).
+SETTLED_WARMUP, SETTLED_MEASURED = 1.0, 3.0
+# ... but never fewer measured requests than this: a few users' medians need more samples.
+MIN_MEASURED = 24.0
+_KINDS = {"closed": CLOSED, "rounds": ROUNDS, "poisson": POISSON, "batch": ONESHOT}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the simulator needs of each row besides its step's costs."""
+
+    host: HostTime
+    scheduler: Scheduler
+    client: Client
+
+
+def setup(rows: Rows) -> Setup:
+    """Each row's client, scheduler and host time (see the module docstring)."""
+    n = length(rows)
+    lines = _lines(rows, n)
+    table = engine_lines()
+    harness = _harness(rows, n)
+    gpus = np.maximum(values(rows, "num_gpus", 1.0), 1.0)
+    memory_gib = values(rows, "gpu_memory_gb", 80.0, positive=True) * 1e9 / 2**30
+    gpu = np.asarray(rows["gpu"], dtype=object) if "gpu" in rows else np.full(n, "", object)
+    budget = table.tiered("max_batched_tokens", lines, memory_gib, gpu.astype(str))
+    context = np.maximum(values(rows, "llm_max_position_embeddings", DEFAULT_CONTEXT, True), 1.0)
+    budget = np.where(np.isnan(budget), np.maximum(context, MIN_CONTEXT_BUDGET), budget)
+    budget = _override(budget, harness["max_batched_tokens"])
+    budget = _override(budget, values(rows, "max_batched_tokens", np.nan, positive=True))
+    seqs = table.tiered("max_num_seqs", lines, memory_gib, gpu.astype(str))
+    batch = values(rows, "batch_size", np.nan, positive=True)
+    seqs = _override(seqs, np.where(harness["batch_is_max_num_seqs"] > 0, batch, np.nan))
+    seqs = _override(seqs, values(rows, "max_num_seqs", np.nan, positive=True))
+    line_chunks = table.table["chunked_prefill"].astype(float).to_numpy()[lines]
+    chunked = _override(line_chunks, harness["chunked_prefill"])
+    chunked = _override(chunked, values(rows, "chunked_prefill", np.nan))
+    # chunking turned off on a line that chunks: a step must hold a whole prompt, so the budget
+    # is the context length unless one was stated (vLLM's rule)
+    stated = np.isfinite(harness["max_batched_tokens"]) | np.isfinite(
+        values(rows, "max_batched_tokens", np.nan, positive=True)
+    )
+    whole = np.maximum(context, MIN_CONTEXT_BUDGET)
+    off = (line_chunks > 0) & (chunked <= 0) & ~stated
+    budget = np.where(off, np.maximum(budget, whole), budget)
+    client = _client(rows, n, harness, seqs)
+    policy = np.array([POLICIES.index(p) for p in table.table["policy"]])[lines]
+    # a static engine takes its whole batch
+    seqs = np.where(policy == POLICIES.index("static"), np.maximum(seqs, client.users), seqs)
+    scheduler = Scheduler(
+        policy=policy,
+        chunked=chunked > 0,
+        budget=budget,
+        max_seqs=seqs,
+        # an engine that starts holds at least one whole request (a measured row ran)
+        kv_tokens=np.maximum(
+            _kv_tokens(rows, lines, harness["memory_fraction"], gpus),
+            client.prompt + client.answer,
+        ),
+        reserve_full=(table.table["reserve"] == "full").to_numpy()[lines],
+        waiting_ratio=np.nan_to_num(table.column("waiting_served_ratio").to_numpy()[lines]),
+        max_waiting_steps=np.nan_to_num(
+            table.column("max_waiting_steps").to_numpy()[lines], nan=np.inf
+        ),
+    )
+    layers = values(rows, "llm_num_layers", 32.0, positive=True)
+    share = _override(np.ones(n), harness["host_share"])
+    host = HostTime(
+        fixed=share
+        * (
+            table.column("host_fixed_s").to_numpy()[lines]
+            + table.column("host_per_shard_s").to_numpy()[lines] * (gpus - 1.0)
+            + table.column("host_per_layer_s").to_numpy()[lines] * layers
+        ),
+        per_seq=share * table.column("host_per_seq_s").to_numpy()[lines],
+    )
+    return Setup(host=host, scheduler=scheduler, client=client)
+
+
+def _override(default: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """``given`` where it is stated, else ``default``."""
+    return np.where(np.isfinite(given), given, default)
+
+
+def _lines(rows: Rows, n: int) -> np.ndarray:
+    """Each row's engine release line (a row of ``engine_lines.csv``)."""
+    engines = np.asarray(rows["engine"], dtype=object) if "engine" in rows else np.full(n, None)
+    versions = (
+        np.asarray(rows["engine_version"], dtype=object)
+        if "engine_version" in rows
+        else np.full(n, None, dtype=object)
+    )
+    years = values(rows, "engine_year", np.nan)
+    return engine_lines().lines_of(engines, versions, years)
+
+
+def client_names(rows: Rows) -> np.ndarray:
+    """Each row's client: its stated ``client``, else the one its load implies."""
+    n = length(rows)
+    stated = np.asarray(rows["client"], dtype=object) if "client" in rows else np.full(n, None)
+    server = np.asarray(rows["scenario"] == "server") if "scenario" in rows else np.zeros(n, bool)
+    users = values(rows, "users", np.nan, positive=True)
+    by_load = np.where(
+        server & np.isfinite(users),
+        CLIENT_FOR_LOAD["concurrency"],
+        np.where(server, CLIENT_FOR_LOAD["rate"], CLIENT_FOR_LOAD["batch"]),
+    )
+    return np.where(blanks(stated), by_load, stated).astype(object)
+
+
+def _harness(rows: Rows, n: int) -> dict[str, np.ndarray]:
+    """The client table's columns for each row's client."""
+    table = clients().table
+    codes, names = unique_codes(client_names(rows))
+    picked = table.loc[[str(x) for x in names]]
+    out: dict[str, np.ndarray] = {}
+    for column in picked.columns:
+        values_ = picked[column].to_numpy()
+        out[column] = values_[codes] if len(names) else np.empty(0)
+    for column in (
+        "spread",
+        "warmup_per_user",
+        "requests_per_user",
+        "total_requests",
+        "batch_is_max_num_seqs",
+        "max_batched_tokens",
+        "memory_fraction",
+        "chunked_prefill",
+        "host_share",
+    ):
+        out[column] = out[column].astype(float)
+    return out
+
+
+def _client(rows: Rows, n: int, harness: Mapping[str, np.ndarray], seqs: np.ndarray) -> Client:
+    """Each row's client: who sends what, how many, how long."""
+    kind = np.array([_KINDS[k] for k in harness["kind"]], dtype=int)
+    users = values(rows, "users", np.nan, positive=True)
+    batch = values(rows, "batch_size", np.nan, positive=True)
+    closed_users = np.where(np.isfinite(users), users, batch)
+    # a batch: the requests stated by the harness, else the row's batch, else the engine's fill
+    requests = np.where(
+        harness["batch_is_max_num_seqs"] > 0,
+        harness["total_requests"],
+        np.where(np.isfinite(batch), batch, np.nan),
+    )
+    requests = np.where(np.isfinite(requests), requests, seqs)
+    # more requests than the engine runs at once: a closed loop of its cap until the queue empties
+    steady = (kind == ONESHOT) & (requests > seqs)
+    kind = np.where(steady, CLOSED, kind)
+    population = np.where(kind == ONESHOT, requests, np.where(steady, seqs, closed_users))
+    population = np.maximum(np.nan_to_num(population, nan=1.0), 1.0)
+    # what a harness does not state (blank in clients.csv) gets the settled counts (np.fmin)
+    warmup = np.fmin(np.where(steady, SETTLED_WARMUP, harness["warmup_per_user"]), SETTLED_WARMUP)
+    measured = np.fmin(
+        np.where(steady, SETTLED_MEASURED, harness["requests_per_user"]), SETTLED_MEASURED
+    )
+    closed = (kind == CLOSED) | (kind == ROUNDS)
+    kinds = list(zip(harness["lengths"], harness["spread"], strict=True))
+    shapes_in, shapes_out = (
+        np.array([_shape(str(name), spread, side) for name, spread in kinds]).reshape(n, -1)
+        for side in ("input", "output")
+    )
+    return Client(
+        kind=kind,
+        users=population,
+        # an idle server still answers the odd request: one every 11 days
+        rate=np.maximum(values(rows, "request_rate_rps", 0.0), 1e-6),
+        prompt=np.maximum(values(rows, "input_tokens", 512.0), 1.0),
+        answer=np.maximum(values(rows, "output_tokens", 256.0), 1.0),
+        prompt_shape=shapes_in,
+        answer_shape=shapes_out,
+        warmup=np.select([closed, kind == POISSON], [warmup * population, POISSON_WARMUP], 0.0),
+        measured=np.select(
+            [closed, kind == POISSON],
+            [
+                np.maximum(measured * population, MIN_MEASURED),
+                np.fmin(harness["total_requests"], POISSON_MEASURED),
+            ],
+            population,
+        ),
+    )
+
+
+def _shape(lengths: str, spread: float, side: str) -> np.ndarray:
+    return clients().shape(lengths, spread, side)
+
+
+def _kv_tokens(
+    rows: Rows, lines: np.ndarray, fraction_override: np.ndarray, gpus: np.ndarray
+) -> np.ndarray:
+    """Tokens the KV cache holds: the engine's share of memory after the weights, per token."""
+    table = engine_lines()
+    fraction = _override(table.column("memory_fraction").to_numpy()[lines], fraction_override)
+    total = values(rows, "gpu_memory_gb", 80.0, positive=True) * 1e9 * gpus
+    weights = values(rows, "weight_bytes", 0.0)
+    of_free = (table.table["memory_of"] == "free").to_numpy()[lines]
+    room = np.where(of_free, fraction * (total - weights), fraction * total - weights)
+    per_token = values(rows, "kv_bytes_per_token", 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tokens = np.where(per_token > 0, np.maximum(room, 0.0) / per_token, np.inf)
+    return tokens
