@@ -288,3 +288,69 @@ def test_ttft_and_itl_never_fall_as_users_are_added(catalog):
         # 5 % of slack: a median of a few dozen sampled requests moves that much with the draws
         fallen = values < step.to_numpy() * (1 - 0.05)
         assert not fallen.any(), out.loc[fallen, [*key, "users", column]].head().to_string()
+
+
+def featured(catalog, **overrides):
+    import pandas as pd
+
+    from wattgpu.modeling.physical.features import build_features
+
+    row = {
+        "gpu": "NVIDIA H100 SXM5",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "scenario": "server",
+        "concurrency": 16.0,
+        "input_tokens": 1000.0,
+        "output_tokens": 200.0,
+        **overrides,
+    }
+    return build_features(pd.DataFrame([row]), catalog)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"max_num_seqs": 0}, "max_num_seqs", "max_num_seqs must be a whole number 1-65536; got 0"),
+        (
+            {"max_batched_tokens": 100.5},
+            "max_batched_tokens",
+            "max_batched_tokens must be a whole number 16-1048576; got 100.5",
+        ),
+        ({"chunked_prefill": 2}, "chunked_prefill", "chunked_prefill must be 0 or 1; got 2"),
+        (
+            {"client": "locust"},
+            "client",
+            "client must be one of aiconfigurator, argonne, batch, closed, llm-pilot, "
+            "mlenergy-hf, mlenergy-v1, mlenergy-v2, mlenergy-v3, poisson; got 'locust'",
+        ),
+        (
+            {"client": "poisson"},
+            "client",
+            "client 'poisson' sends requests at a rate: give request_rate_rps for a server",
+        ),
+        (
+            {"client": "batch"},
+            "client",
+            "client 'batch' sends every request at once: it applies to offline only",
+        ),
+    ],
+)
+def test_a_client_or_knob_the_simulator_cannot_run_is_refused_in_one_line(
+    catalog, overrides, field, message
+):
+    from wattgpu.errors import QueryError
+    from wattgpu.modeling.serving.run import simulate_rows
+
+    with pytest.raises(QueryError) as refused:
+        simulate_rows(featured(catalog, **overrides))
+    assert (refused.value.field, str(refused.value)) == (field, f"row 0: {message}")
+
+
+def test_a_stated_knob_within_its_range_runs(catalog):
+    from wattgpu.modeling.serving.run import simulate_rows
+
+    # a cap of 4 sequences on 16 users: three in four wait, so TTFT grows well past one prefill
+    capped = simulate_rows(featured(catalog, max_num_seqs=4, chunked_prefill=1))
+    free = simulate_rows(featured(catalog))
+    assert capped["decode_batch"][0] <= 4.0
+    assert capped["ttft_p50_s"][0] > 2 * free["ttft_p50_s"][0]

@@ -3,7 +3,7 @@
 Pure functions of DataFrames (no I/O). ``wattgpu.modeling.physical.synthetic`` generates a
 measurement set with it and fits its constants; ``wattgpu.modeling.physical.features`` adds its
 predictions to every row as a physics prior that the trees correct. A roofline of the decode step
-plus queueing, with a few constants fitted to real measurements (``bench/simulator_fidelity.py``).
+plus queueing, with a few constants fitted to real measurements (``bench/prior_fidelity.py``).
 A step is laid out as the field's tools lay it out: ``operations`` describes its work (weight
 GEMMs, attention over the KV cache, all-reduces, a prefill chunk), ``costs`` prices each on the
 rows' GPUs from their kernels' efficiencies, ``step`` adds them up; this module holds the serving
@@ -95,8 +95,8 @@ class PhysicalConstants:
 
 
 # Fitted to the real single-GPU 16-bit dense vLLM rows of ../shared/reference (all but the
-# CPU-bound v2_vllm_batch_2024 family; see bench/simulator_fidelity.py). Refit with
-#   python bench/simulator_fidelity.py --refit
+# CPU-bound v2_vllm_batch_2024 family; see bench/prior_fidelity.py). Refit with
+#   python bench/prior_fidelity.py --refit
 DEFAULT_CONSTANTS = PhysicalConstants(
     memory_efficiency=1.061,
     compute_efficiency=1.3,  # at its bound: decode never looked compute-bound in the real rows
@@ -112,7 +112,7 @@ DEFAULT_CONSTANTS = PhysicalConstants(
 # constants above carry), in s: an engine whose kernels are launched layer by layer from Python
 # cannot step faster than this, however fast the GPU, which then waits (and draws less power).
 # Fitted to every reference row with an ITL (``modeling.physical.prior.fit_engine_floors``);
-# refit with  python bench/simulator_fidelity.py --refit
+# refit with  python bench/prior_fidelity.py --refit
 DEFAULT_ENGINE_FLOORS: dict[str, float] = {
     "deepspeed-mii": 4.111e-04,
     "hf": 1.049e-03,
@@ -184,7 +184,7 @@ class TtftTerms:
 
 NO_TTFT_TERMS = TtftTerms(0.0, 1.0)
 # Fitted to the reference rows (``modeling.physical.prior.fit_engine_effects``); refit with
-#   python bench/simulator_fidelity.py --refit
+#   python bench/prior_fidelity.py --refit
 DEFAULT_ENGINE_EFFECTS = EngineEffects(
     factors={"deepspeed-mii": 0.1911, "llama.cpp": 0.7178, "sglang": -0.0025, "trtllm": -0.1629},
     per_year=-0.0269,
@@ -192,7 +192,7 @@ DEFAULT_ENGINE_EFFECTS = EngineEffects(
 )
 
 # Fitted to the reference rows with a TTFT (``modeling.physical.prior.fit_ttft_terms``); refit
-# with  python bench/simulator_fidelity.py --refit
+# with  python bench/prior_fidelity.py --refit
 DEFAULT_TTFT_TERMS = TtftTerms(overhead_s=0.002239, prefill_scale=9.036)
 
 # What a fit may choose from: serving shares of the kernels' efficiencies within (0, 1.3] (a

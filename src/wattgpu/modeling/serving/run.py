@@ -17,6 +17,7 @@ import pandas as pd
 from wattgpu.modeling.physical.costs import silicon
 from wattgpu.modeling.physical.operations import Rows, describe_step, length
 from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.serving.checks import check_setup
 from wattgpu.modeling.serving.loop import (
     CLOSED,
     POISSON,
@@ -44,7 +45,12 @@ def simulate_rows(
 
     ``rows`` carry the physics features (``physical.features.build_features``); ``constants``
     give the kernels' shares a serving step reaches (not refitted here).
+
+    Raises:
+        QueryError: a row's client or engine knob cannot be run (``checks.check_setup``).
+
     """
+    check_setup(rows)
     gpus = silicon(rows, constants.memory_efficiency, constants.compute_efficiency)
     costs = token_costs(describe_step(rows), gpus)
     plan = setup(rows)
