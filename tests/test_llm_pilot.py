@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.importers import (
     LLM_PILOT_ITL_KIND,
     ImportResult,
@@ -30,6 +31,8 @@ from wattgpu.data.importers import (
     read_llm_pilot,
     summarise,
 )
+from wattgpu.data.measurements import TAIL_COLUMNS, read_measurements
+from wattgpu.data.validation import validate_table
 from wattgpu.errors import DataError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llm_pilot"
@@ -74,6 +77,17 @@ def test_h100_case_checked_by_hand(pilot):
     assert row["itl_samples"] == 6
     # TTFT 41, 125, 124, 126 -> sorted 41 124 | 125 126 -> median (124 + 125) / 2 = 124.5 ms
     assert row["ttft_s"] == pytest.approx(0.1245)
+    # tails by linear interpolation between closest ranks (numpy's default): the p-th
+    # percentile of n sorted samples x0..x(n-1) sits at rank r = p / 100 * (n - 1), between
+    # x(floor r) and the next one.
+    # TTFT, n = 4 (41 124 125 126): p90 at r = 2.7 -> 125 + 0.7 * (126 - 125) = 125.7 ms;
+    # p99 at r = 2.97 -> 125 + 0.97 * 1 = 125.97 ms.
+    assert row["ttft_p90_s"] == pytest.approx(0.1257)
+    assert row["ttft_p99_s"] == pytest.approx(0.12597)
+    # ITL, n = 6 (21 22 22 24 24 24): p90 at r = 4.5 and p99 at r = 4.95 both fall between
+    # x4 = 24 and x5 = 24 -> 24 ms; the tail equals the top three samples, above the 23 ms median
+    assert row["itl_p90_s"] == pytest.approx(0.024)
+    assert row["itl_p99_s"] == pytest.approx(0.024)
     # first start 1697104455215, last end 1697104464976: 9761 ms; 4 answered requests
     assert row["wall_time_s"] == pytest.approx(9.761)
     assert row["request_rate_rps"] == pytest.approx(4 / 9.761)
@@ -114,6 +128,15 @@ def test_a100_case_with_failed_requests(pilot):
     assert row["itl_mean_s"] == pytest.approx(547 / 6 / 1000)
     # TTFT 2085, 2061 -> median 2073 ms
     assert row["ttft_s"] == pytest.approx(2.073)
+    # tails (rank r = p / 100 * (n - 1), linear between neighbours, as in the H100 case):
+    # TTFT, n = 2 (2061 2085): p90 at r = 0.9 -> 2061 + 0.9 * 24 = 2082.6 ms;
+    # p99 at r = 0.99 -> 2061 + 0.99 * 24 = 2084.76 ms
+    assert row["ttft_p90_s"] == pytest.approx(2.0826)
+    assert row["ttft_p99_s"] == pytest.approx(2.08476)
+    # ITL, n = 6 (81 81 95 95 97 98): p90 at r = 4.5 -> 97 + 0.5 * (98 - 97) = 97.5 ms;
+    # p99 at r = 4.95 -> 97 + 0.95 * 1 = 97.95 ms (the failed requests' gaps are not pooled)
+    assert row["itl_p90_s"] == pytest.approx(0.0975)
+    assert row["itl_p99_s"] == pytest.approx(0.09795)
     # first start 1697454826670; last event: request 2450 started at 1697454887925 and failed
     # without an end time (the last end time is 1697454839094): 61255 ms for 2 answered requests
     assert row["wall_time_s"] == pytest.approx(61.255)
@@ -203,3 +226,14 @@ def test_cli_import_llm_pilot(invoke, tmp_path):
     rows = pd.read_csv(output)
     assert rows["concurrency"].tolist() == [4, 128, 8]
     assert rows["mean_power_w"].isna().all()
+
+
+def test_the_shipped_table_gives_every_case_its_tails_in_order(catalog):
+    rows = read_measurements([SHIPPED_DATA_DIR / "measurements" / "llm_pilot.csv"])
+    assert len(rows) == 494
+    assert rows[list(TAIL_COLUMNS)].notna().all().all()
+    assert (rows["ttft_s"] <= rows["ttft_p90_s"]).all()
+    assert (rows["ttft_p90_s"] <= rows["ttft_p99_s"]).all()
+    assert (rows["itl_s"] <= rows["itl_p90_s"]).all()
+    assert (rows["itl_p90_s"] <= rows["itl_p99_s"]).all()
+    assert validate_table("measurements", rows, catalog).success

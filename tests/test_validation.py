@@ -313,6 +313,37 @@ BROKEN = [
         75.0,
         id="itl-too-long",
     ),
+    # measured tails (itl_s is the median of the rows that give them): p99 >= p90 >= median
+    pytest.param(
+        "measurements",
+        lambda f: f.assign(itl_p90_s=[0.05, 0.010, np.nan], itl_p99_s=[0.08, 0.02, np.nan]),
+        ("expect_column_values_to_be_in_set", "tails_ordered"),
+        {"gpu": "NVIDIA A100 80GB PCIe", "model": "Qwen/Qwen2.5-0.5B-Instruct"},
+        id="itl-p90-below-the-median",
+    ),
+    pytest.param(
+        "measurements",
+        lambda f: f.assign(ttft_s=[0.2, 0.3, 0.4], ttft_p90_s=[0.5, 0.6, 0.7]).assign(
+            ttft_p99_s=[0.9, 0.55, np.nan]
+        ),
+        ("expect_column_values_to_be_in_set", "tails_ordered"),
+        {"gpu": "NVIDIA A100 80GB PCIe", "model": "Qwen/Qwen2.5-0.5B-Instruct"},
+        id="ttft-p99-below-p90",
+    ),
+    pytest.param(
+        "measurements",
+        lambda f: f.assign(ttft_p99_s=[np.nan, 0.0, np.nan]),
+        ("expect_column_values_to_be_between", "ttft_p99_s"),
+        0.0,
+        id="ttft-tail-not-positive",
+    ),
+    pytest.param(
+        "measurements",
+        lambda f: f.assign(itl_p99_s=[np.nan, 75.0, np.nan]),
+        ("expect_column_values_to_be_between", "itl_p99_s"),
+        75.0,
+        id="itl-tail-too-long",
+    ),
     pytest.param(
         "measurements",
         set_value("client", 1, "nonesuch"),

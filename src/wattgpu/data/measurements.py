@@ -11,6 +11,7 @@ import pandas as pd
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import DataError
 
+TAIL_COLUMNS = ("ttft_p90_s", "ttft_p99_s", "itl_p90_s", "itl_p99_s")
 REQUIRED_COLUMNS = ("gpu", "model", "scenario", "mean_power_w", "itl_s")
 OPTIONAL_COLUMNS = (
     "request_rate_rps",
@@ -42,6 +43,10 @@ OPTIONAL_COLUMNS = (
     # it from each source's documentation). Blank: the client its load implies, as a query's
     # (a closed loop for `concurrency`, Poisson for a rate, a batch offline).
     "client",
+    # Measured tails beside the medians `ttft_s` and `itl_s`: the p90 and p99 of TTFT over a
+    # configuration's requests and of ITL over its pooled gaps (LLM-Pilot's rows; blank where a
+    # source published medians or means only).
+    *TAIL_COLUMNS,
 )
 SCENARIOS = ("offline", "server")
 # Where a row came from, for people and error messages (the importers' provenance, the names as
@@ -80,6 +85,7 @@ NUMERIC_COLUMNS = (
     "inv_throughput_s_per_tok",
     "engine_year",
     "concurrency",
+    *TAIL_COLUMNS,
 )
 
 

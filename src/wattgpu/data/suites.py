@@ -40,7 +40,7 @@ from wattgpu.data.catalog import (
 from wattgpu.data.clients import CLIENT_FOR_LOAD, client_kinds
 from wattgpu.data.engine_lines import engine_lines
 from wattgpu.data.formats import KNOWN_FORMATS
-from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS
+from wattgpu.data.measurements import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCENARIOS, TAIL_COLUMNS
 from wattgpu.data.names import normalise_name
 from wattgpu.data.serving_suites import (
     client_expectations,
@@ -183,6 +183,13 @@ MAX_POWER_OVER_TDP = 1.5
 MAX_ITL_S = 60
 # A first token later than 10 minutes is a stalled run or a unit mistake (ms for s).
 MAX_TTFT_S = 600
+TAIL_MAXIMA = {c: MAX_TTFT_S if c.startswith("ttft") else MAX_ITL_S for c in TAIL_COLUMNS}
+# Each latency's columns, median first (``ttft_s`` and ``itl_s`` are the medians of the rows
+# that give tails); each must be at most the next.
+TAIL_ORDER = (
+    ("ttft_s", "ttft_p90_s", "ttft_p99_s"),
+    ("itl_s", "itl_p90_s", "itl_p99_s"),
+)
 
 
 def gpu_expectations() -> list[dict[str, Any]]:
@@ -314,6 +321,9 @@ def measurement_expectations() -> list[dict[str, Any]]:
         ),
         between("itl_s", 0, MAX_ITL_S, strict_min=True, strict_max=True),
         between("ttft_s", 0, MAX_TTFT_S, strict_min=True, strict_max=True),
+        # the measured tails: positive, within the medians' bounds, and p99 >= p90 >= median
+        *[between(c, 0, TAIL_MAXIMA[c], strict_min=True, strict_max=True) for c in TAIL_COLUMNS],
+        holds("tails_ordered", "gpu", "model"),
         *[between(c, lo, None) for c, lo in MEASUREMENT_MINIMA],
         # up to a GB200 NVL72 rack (one NVLink domain of 72 GPUs)
         between("num_gpus", 1, 72),
@@ -461,6 +471,8 @@ def derive_measurement_checks(
     one's its ``request_rate_rps`` and a ``batch`` one's its ``batch_size`` (a blank client gets
     the one its load implies, so it passes). ``engine_has_line``: the ``engine`` is blank or has
     a line in ``engines`` (default: the shipped ``engine_lines.csv``'s engines).
+    ``tails_ordered``: the median, p90 and p99 of TTFT, and of ITL, do not decrease (a pair
+    with a blank passes).
     """
     out = frame.reset_index(drop=True)
     for column in OPTIONAL_COLUMNS:
@@ -496,4 +508,15 @@ def derive_measurement_checks(
     out["client_has_its_load"] = has_load.astype(bool)
     lined = set(engine_lines().table["engine"]) if engines is None else set(engines)
     out["engine_has_line"] = (out["engine"].isna() | out["engine"].isin(lined)).astype(bool)
+    out["tails_ordered"] = tails_ordered(out)
     return out
+
+
+def tails_ordered(frame: pd.DataFrame) -> pd.Series:
+    """Per row, whether no percentile of a latency lies below a lower one (blanks pass)."""
+    ordered = pd.Series(True, index=frame.index)
+    for columns in TAIL_ORDER:
+        for i, low in enumerate(columns):
+            for high in columns[i + 1 :]:
+                ordered &= ~(numeric(frame, low) > numeric(frame, high))
+    return ordered.astype(bool)

@@ -10,6 +10,8 @@ reference README, "Source 3"): answered requests only (``status`` 200); per requ
 of ``latency_ms_per_token`` is the TTFT and elements 2 and later are ITL samples (element 0, a
 short first event, is not used); per case the median TTFT, the median of all ITL samples, and
 throughput = answered output tokens / ``experiment_duration_s``. Power was not measured.
+The tails are taken over the same samples as the medians: the p90 and p99 of TTFT over the
+answered requests, and of ITL over all gaps pooled across them.
 
 Failed requests are not lost: each case adds one dropped line per kind of failure, with the
 number of requests it stands for. A case with no answered request, or with no ITL sample, is
@@ -25,6 +27,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from wattgpu.data.catalog import Catalog
@@ -80,6 +83,11 @@ LLM_PILOT_FAILURES = (
 )
 # The name of a results file (one case): results_<model>_gpu<count>_<type>_u<users>.csv[.xz].
 LLM_PILOT_FILE = re.compile(r"results_.+_gpu\d+_[a-z0-9]+_u\d+\.csv(\.xz)?")
+# The tails written beside the medians, as <metric>_p<q>_s. numpy's default percentile (linear
+# interpolation between the closest ranks, Hyndman and Fan's type 7): the source's notebook
+# (preprocess_data/Preprocess_data.ipynb) computes medians only (np.nanmedian) and so names no
+# percentile definition of its own.
+LLM_PILOT_TAILS = (90, 99)
 
 
 def failure_reason(status: int, errors: str) -> str:
@@ -128,6 +136,14 @@ def _case(frame: pd.DataFrame, rel: str) -> dict[str, Any]:
     }
 
 
+def _tails(metric: str, samples: list[float]) -> dict[str, float]:
+    """``<metric>_p90_s`` and ``<metric>_p99_s`` of the samples (blank where there are none)."""
+    if not samples:
+        return {f"{metric}_p{q}_s": math.nan for q in LLM_PILOT_TAILS}
+    values = np.percentile(samples, LLM_PILOT_TAILS)
+    return {f"{metric}_p{q}_s": float(v) for q, v in zip(LLM_PILOT_TAILS, values, strict=True)}
+
+
 def _statistics(answered: pd.DataFrame, wall_s: float, duration_s: float) -> dict[str, Any]:
     """The case's measured numbers over its answered requests (times in the source are ms)."""
     gaps = [parse_list(text) for text in answered["latency_ms_per_token"]]
@@ -141,6 +157,8 @@ def _statistics(answered: pd.DataFrame, wall_s: float, duration_s: float) -> dic
         "itl_mean_s": statistics.fmean(itl) if itl else math.nan,
         "itl_samples": len(itl),
         "ttft_s": statistics.median(ttft) if ttft else math.nan,
+        **_tails("ttft", ttft),
+        **_tails("itl", itl),
         "request_rate_rps": len(answered) / wall_s,
         "throughput_tok_s": throughput,
         "inv_throughput_s_per_tok": 1 / throughput if throughput > 0 else math.nan,
