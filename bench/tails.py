@@ -1,0 +1,109 @@
+"""Tail latencies on LLM-Pilot's rows, one GPU left out at a time: the simulation against the rule.
+
+LLM-Pilot (TGI, A10 / A100 / H100 / T4, 1 to 128 users) measured every request, so its rows carry
+the p90 and p99 of TTFT and of ITL (``data/measurements/llm_pilot.csv``). For each GPU held out,
+a tail answer is a median times a ratio of that percentile to the median:
+
+* ``rule``, the practitioner's: the training rows' (the other GPUs') pooled ratio, the median of
+  their measured percentile / median;
+* ``simulated``: the simulated serving loop's own ratio for the row's client and engine
+  (``modeling.serving``, what ``predict`` answers where no source measured a tail);
+* ``corrected``: the simulated ratio times the training rows' median of measured ratio over
+  simulated ratio (the simulation corrected where measured tails exist).
+
+The median is the measured one, so that the figures compare the ratios alone (the model's median
+error comes on top of every method alike). Printed: MdAPE % of each method per tail, and how much
+lower the simulated and corrected ones are than the rule's (the aim: at least 20 % lower on p99
+TTFT and p90 ITL).
+
+    python bench/tails.py [--data DIR] [--measurements PATH ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+
+import numpy as np
+import pandas as pd
+from benchinfo import add_data_arguments, load_measured, machine
+
+from wattgpu.modeling.serving.run import simulate_rows
+
+# (target, percentile): the measured column, its median column, the simulated columns.
+TAILS = (("ttft", "p90"), ("ttft", "p99"), ("itl", "p90"), ("itl", "p99"))
+METHODS = ("rule", "simulated", "corrected")
+
+
+def tail_answers(rows: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
+    """Each row's tail answers by every method, its GPU held out of the ratios' training rows."""
+    out = []
+    gpus = rows["gpu"].to_numpy()
+    for target, level in TAILS:
+        measured = rows[f"{target}_{level}_s"].to_numpy(float)
+        median = rows[f"{target}_s"].to_numpy(float)
+        measured_ratio = measured / median
+        simulated_ratio = (sim[f"{target}_{level}_s"] / sim[f"{target}_p50_s"]).to_numpy(float)
+        for gpu in np.unique(gpus):
+            held = gpus == gpu
+            rule = np.nanmedian(measured_ratio[~held])
+            correction = np.nanmedian(measured_ratio[~held] / simulated_ratio[~held])
+            ratios = {
+                "rule": np.full(held.sum(), rule),
+                "simulated": simulated_ratio[held],
+                "corrected": simulated_ratio[held] * correction,
+            }
+            for method, ratio in ratios.items():
+                out.append(
+                    pd.DataFrame(
+                        {
+                            "tail": f"{target} {level}",
+                            "gpu": gpu,
+                            "method": method,
+                            "answer": median[held] * ratio,
+                            "measured": measured[held],
+                        }
+                    )
+                )
+    return pd.concat(out, ignore_index=True)
+
+
+def scores(answers: pd.DataFrame) -> pd.DataFrame:
+    """MdAPE % per tail and method (all held-out GPUs together), and per GPU."""
+    ape = (answers["answer"] / answers["measured"] - 1).abs() * 100
+    frame = answers.assign(ape=ape).dropna(subset=["ape"])
+    overall = frame.groupby(["tail", "method"])["ape"].median().unstack("method")
+    return overall[list(METHODS)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_data_arguments(parser)
+    args = parser.parse_args()
+    print("# Tail latencies on LLM-Pilot's rows, leaving one GPU out\n")
+    print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"- machine: {machine()}")
+    print(f"- command: python bench/tails.py {' '.join(sys.argv[1:])}".rstrip())
+    _, rows, _, _ = load_measured(args)
+    rows = rows[rows["ttft_p99_s"].notna()].reset_index(drop=True)
+    gpus = ", ".join(sorted(rows["gpu"].unique()))
+    print(f"- rows: {len(rows)} with measured tails (GPUs: {gpus})\n")
+    table = scores(tail_answers(rows, simulate_rows(rows)))
+    print(
+        "| tail | rule MdAPE % | simulated MdAPE % | corrected MdAPE % | simulated vs rule "
+        "| corrected vs rule |"
+    )
+    print("|---|---|---|---|---|---|")
+    for tail, line in table.iterrows():
+        gains = [f"{100 * (1 - line[m] / line['rule']):+.0f} %" for m in METHODS[1:]]
+        print(
+            f"| {tail} | {line['rule']:.1f} | {line['simulated']:.1f} | {line['corrected']:.1f} "
+            f"| {gains[0]} | {gains[1]} |"
+        )
+    print("\n(vs rule: how much lower the MdAPE is than the rule's; the aim is +20 % or more on")
+    print("ttft p99 and itl p90)")
+
+
+if __name__ == "__main__":
+    main()
