@@ -131,6 +131,12 @@ def _lines(rows: Rows, n: int) -> np.ndarray:
     return engine_lines().lines_of(engines, versions, years)
 
 
+def engine_line_names(rows: Rows) -> np.ndarray:
+    """Each row's engine release line by name (``engine_lines.csv``'s ``line``)."""
+    names = engine_lines().table["line"].to_numpy(object)
+    return names[_lines(rows, length(rows))]
+
+
 def client_names(rows: Rows) -> np.ndarray:
     """Each row's client: its stated ``client``, else the one its load implies."""
     n = length(rows)
