@@ -58,6 +58,8 @@ def gpus_frame() -> pd.DataFrame:
             "tdp_w": [700, 300],
             "base_clock_mhz": [1590, 1065],
             "boost_clock_mhz": [1980, 1410],
+            # the H100 sheet's 989.4 TFLOPS is 132 SMs x 1830 MHz x 4096 (data/tensor_rates.csv)
+            "tensor_clock_mhz": [1830, np.nan],
             "sm_count": [132, 108],
             "l2_cache_mb": [50.0, 40.0],
             "transistors_m": [80000, 54200],
@@ -164,6 +166,16 @@ def set_value(column: str, row: int, value) -> Callable[[pd.DataFrame], pd.DataF
     return change
 
 
+def set_values(row: int, **values) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        for column, value in values.items():
+            frame.loc[row, column] = value
+        return frame
+
+    return change
+
+
 def duplicate_first_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     frame.loc[1, "gpu"] = frame.loc[0, "gpu"]
@@ -187,7 +199,8 @@ BROKEN = [
     ),
     pytest.param(
         "gpus",
-        set_value("boost_clock_mhz", 1, 1000),
+        # the base raised above the 1410 MHz boost (a lower boost would break the tensor peaks)
+        set_value("base_clock_mhz", 1, 1500),
         ("expect_column_values_to_be_between", "boost_over_base_clock"),
         "NVIDIA A100 PCIe 80GB",
         id="boost-below-base",
@@ -222,10 +235,19 @@ BROKEN = [
     ),
     pytest.param(
         "gpus",
-        set_value("fp8_tensor_tflops", 0, 900.0),
+        # without an SM count the tensor peaks are not derived, so only the ordering fails
+        set_values(0, fp8_tensor_tflops=900.0, sm_count=np.nan),
         ("expect_column_values_to_be_between", "fp8_over_fp16"),
         "NVIDIA H100 SXM5 80GB",
         id="fp8-below-fp16",
+    ),
+    pytest.param(
+        "gpus",
+        # 350 / (108 SMs x 1410 MHz x 2048 = 311.9 TFLOPS) = 1.12, over the 5 % tolerance
+        set_value("fp16_tensor_tflops", 1, 350.0),
+        ("expect_column_values_to_be_in_set", "peaks_agree_with_architecture"),
+        "NVIDIA A100 PCIe 80GB",
+        id="fp16-peak-off-the-architecture",
     ),
     pytest.param(
         "gpus",

@@ -58,6 +58,7 @@ from wattgpu.data.suite_parts import (
     numeric_types,
     text_types,
 )
+from wattgpu.data.tensor_rates import PEAK_TOLERANCE, peaks_agree, read_tensor_rates
 
 TABLES = ("gpus", "llms", "measurements", "engine_lines", "clients", "length_distributions")
 
@@ -112,6 +113,7 @@ GPU_ALL_NUMERIC = (
     *GPU_THROUGHPUT_COLUMNS,
     *GPU_LINK_COLUMNS,
     *GPU_MEMORY_BUS_COLUMNS,
+    "tensor_clock_mhz",
 )
 # How far a sheet's bandwidth may lie from its bus width x data rate: sheets round (the V100's
 # 4096 bits at 1.75 Gbps is 896 GB/s, written 900), a wrong row is off by far more.
@@ -119,6 +121,9 @@ BANDWIDTH_TOLERANCE = 0.03
 # The least FP32-accumulate tensor rate over the FP16-accumulate one: half (GeForce), less the
 # sheets' rounding (the GA102 whitepaper's RTX 3070: 40.6 of 81.3).
 MIN_FP32ACC_OVER_FP16 = 0.495
+# The least tensor clock over the boost clock: sheets quote Hopper's peaks at up to 13 % below it
+# (H100 NVL: 1545 of 1785 MHz); a tensor clock is never above the boost.
+MIN_TENSOR_CLOCK_OVER_BOOST = 0.85
 # How GPUs reach their peers (``interconnect``); blank: not stated.
 INTERCONNECTS = ["NVLink", "PCIe"]
 
@@ -147,6 +152,7 @@ GPU_RANGES = (
     ("tdp_w", 30, 1500),
     ("base_clock_mhz", 300, 3000),
     ("boost_clock_mhz", 300, 3000),
+    ("tensor_clock_mhz", 300, 3000),
     ("sm_count", 10, 300),
     ("l2_cache_mb", 1, 1024),
     ("transistors_m", 1000, 1000000),
@@ -235,6 +241,20 @@ def gpu_expectations() -> list[dict[str, Any]]:
         between("fp8_over_fp16", 1, None, meta=examples_from("gpu")),
         # FP32 accumulation runs at the FP16-accumulate rate or at half of it (GeForce cards).
         between("fp32acc_over_fp16", MIN_FP32ACC_OVER_FP16, 1, meta=examples_from("gpu")),
+        # A stated tensor peak is SMs x clock x the architecture's rate (data/tensor_rates.csv)
+        # within PEAK_TOLERANCE, save the figures tensor_rates.SHEET_EXCEPTIONS names.
+        expectation(
+            "expect_column_values_to_be_in_set",
+            column="peaks_agree_with_architecture",
+            value_set=[True],
+            meta={**examples_from("gpu"), "tolerance": PEAK_TOLERANCE},
+        ),
+        between(
+            "tensor_clock_over_boost",
+            MIN_TENSOR_CLOCK_OVER_BOOST,
+            1,
+            meta=examples_from("gpu"),
+        ),
         # Where the sheet gives the memory bus and its data rate, bandwidth = bits / 8 x Gbps.
         between(
             "bandwidth_over_bus_rate",
@@ -364,7 +384,7 @@ def build_suites() -> dict[str, dict[str, Any]]:
     return {table: {"name": table, "expectations": build()} for table, build in builders.items()}
 
 
-def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
+def derive_gpu_checks(frame: pd.DataFrame, rates: pd.DataFrame | None = None) -> pd.DataFrame:
     """Return a copy of the GPU table with the derived check columns added.
 
     ``boost_over_base_clock`` = boost / base clock; ``fp8_given_iff_capable`` says an FP8 figure
@@ -372,12 +392,14 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     that an FP4 figure is given only when it has FP4 ones (thresholds from
     ``catalog.KERNEL_FEATURES``); ``fp8_over_fp16`` = FP8 / FP16 dense tensor peak (blank where
     either is blank); ``bandwidth_over_bus_rate`` = bandwidth / (bus bits / 8 x data rate), blank
-    where the sheet gives no bus or rate; ``names_its_own`` (see ``names_its_own``). Absent
-    optional columns (throughput, links, memory bus) are added as blanks.
+    where the sheet gives no bus or rate; ``names_its_own`` (see ``names_its_own``);
+    ``peaks_agree_with_architecture`` (see ``tensor_rates.peaks_agree``; ``rates`` defaults to
+    the shipped ``data/tensor_rates.csv``); ``tensor_clock_over_boost`` = tensor / boost clock.
+    Absent optional columns (throughput, links, memory bus, tensor clock) are added as blanks.
     """
     out = frame.reset_index(drop=True)
     optional = (*GPU_THROUGHPUT_COLUMNS, *GPU_LINK_COLUMNS, *GPU_MEMORY_BUS_COLUMNS)
-    for column in (*optional, "interconnect"):
+    for column in (*optional, "interconnect", "tensor_clock_mhz"):
         if column not in out.columns:
             out[column] = np.nan
     boost, base = numeric(out, "boost_clock_mhz"), numeric(out, "base_clock_mhz")
@@ -395,6 +417,10 @@ def derive_gpu_checks(frame: pd.DataFrame) -> pd.DataFrame:
     bus_rate = numeric(out, "memory_bus_bits") / 8 * numeric(out, "memory_data_rate_gbps")
     out["bandwidth_over_bus_rate"] = numeric(out, "memory_bandwidth_gb_s") / bus_rate
     out["names_its_own"] = names_its_own(out)
+    out["peaks_agree_with_architecture"] = peaks_agree(
+        out, read_tensor_rates() if rates is None else rates
+    )
+    out["tensor_clock_over_boost"] = numeric(out, "tensor_clock_mhz") / boost
     return out
 
 
