@@ -144,7 +144,7 @@ def test_run_id_defaults_to_none_and_timeout_is_only_an_http_timeout():
         (("main",), "--trials"),
         (("evaluate",), "--version"),
         (("promote",), "--version"),
-        (("data", "simulate"), "--seed"),
+        (("data", "synthesize"), "--seed"),
     ],
 )
 def test_whole_numbers_are_integers(path, flag):
@@ -253,7 +253,7 @@ def test_settings_are_built_once_at_the_root_and_reach_nested_commands(run, monk
     real = cli_module.load_settings
     monkeypatch.setattr(cli_module, "load_settings", lambda **kw: calls.append(kw) or real(**kw))
     nowhere = tmp_path / "nowhere"
-    result = run("--data-dir", str(nowhere), "data", "simulate", "--output", "out.csv")
+    result = run("--data-dir", str(nowhere), "data", "synthesize", "--output", "out.csv")
     assert result.exit_code == 1 and str(nowhere) in result.output.strip().splitlines()[-1]
     assert calls == [{"data_dir": nowhere}]
 

@@ -251,7 +251,7 @@ def test_main_job_ends_with_models_a_user_can_query(tmp_path, small_data):
     assert first.stderr == ""
     lines = first.stdout.splitlines()
     expected = [
-        r"validated: 3 tables, \d+ rows, (\d+) expectations: \1 passed, 0 failed; all passed"
+        r"validated: 6 tables, \d+ rows, (\d+) expectations: \1 passed, 0 failed; all passed"
     ]
     figures = {"power": "offline, server", "itl": "offline, server", "ttft": "server"}
     for target, scenarios in figures.items():

@@ -117,11 +117,11 @@ def test_predict_output_errors_are_one_line(tuned, tmp_path, monkeypatch, output
     )
 
 
-def test_simulate_output_to_an_unwritable_path_is_one_line(tmp_path):
+def test_synthesize_output_to_an_unwritable_path_is_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     done = subprocess.run(
-        [sys.executable, "-m", "wattgpu", "--data-dir", str(SHIPPED_DATA_DIR), "data", "simulate"]
+        [sys.executable, "-m", "wattgpu", "--data-dir", str(SHIPPED_DATA_DIR), "data", "synthesize"]
         + ["--output", str(blocker / "out.csv")],
         capture_output=True,
         text=True,
