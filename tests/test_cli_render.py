@@ -176,3 +176,69 @@ def test_warnings_are_read_back_by_the_model_they_belong_to():
     ]
     assert warnings_by_text("power: a", ("power",)) == {"power: a": ["power"]}
     assert warnings_by_text(NAN, ("power", "itl")) == {}
+
+
+# The tails `ask_models` adds beside the medians of ITL and TTFT (the simulation's alone).
+TAILS = {
+    "itl_p90_ms": 40.1,
+    "itl_p99_ms": 71.9,
+    "itl_tails": "simulated",
+    "ttft_p90_ms": 2500.3,
+    "ttft_p99_ms": 3100.2,
+    "ttft_tails": "simulated",
+}
+TAIL_NOTE = "p90, p99 of itl, ttft: the simulation's alone"
+
+
+def test_a_card_gives_each_latency_its_tails_after_the_interval_and_says_where_they_come_from():
+    lines = render_answers(pd.DataFrame([A10 | TAILS])).splitlines()
+    assert lines[2:6] == [
+        "power   155.1 W   (90 %: 121.4 – 183.0)",
+        "itl      39.0 ms  (90 %: 24.8 – 66.6)      p90 40.1 · p99 71.9",
+        "ttft   1761.6 ms  (90 %: 1105.1 – 3297.7)  p90 2500.3 · p99 3100.2",
+        TAIL_NOTE,
+    ]
+    assert lines[6] == "warnings:"
+
+
+def test_tails_that_do_not_fit_the_width_go_below_their_line():
+    lines = render_answers(pd.DataFrame([A10 | TAILS]), width=60).splitlines()
+    assert lines[3:7] == [
+        "itl      39.0 ms  (90 %: 24.8 – 66.6)",
+        "       p90 40.1 · p99 71.9",
+        "ttft   1761.6 ms  (90 %: 1105.1 – 3297.7)",
+        "       p90 2500.3 · p99 3100.2",
+    ]
+    assert max(len(line) for line in lines) <= 60
+
+
+def test_one_latency_asked_alone_gives_its_own_tails():
+    row = {c: A10[c] for c in ("gpu", "model", "scenario", "concurrency", "input_tokens")}
+    row |= {"output_tokens": 256.0, "num_gpus": 1.0, "target": "ttft", "prediction": 300.0}
+    row |= {"lower": 100.0, "upper": 900.0, "p90": 450.0, "p99": 600.0, "tails": "simulated"}
+    row |= {"unit": "ms", "warnings": ""}
+    assert render_answers(pd.DataFrame([row])).splitlines()[2:] == [
+        "ttft  300.0 ms  (90 %: 100.0 – 900.0)  p90 450.0 · p99 600.0",
+        "p90, p99 of ttft: the simulation's alone",
+    ]
+
+
+def test_a_latency_with_no_number_has_no_tails_and_no_note():
+    row = A10 | TAILS | {c: NAN for c in TAILS if c.startswith("itl_") and c.endswith("_ms")}
+    row |= {"itl_prediction_ms": NAN, "itl_lower_ms": NAN, "itl_upper_ms": NAN, "warnings": ""}
+    row |= {c: NAN for c in TAILS if c.startswith("ttft_") and c.endswith("_ms")}
+    assert render_answers(pd.DataFrame([row])).splitlines()[2:] == [
+        "power   155.1 W   (90 %: 121.4 – 183.0)",
+        "itl    no number",
+        "ttft   1761.6 ms  (90 %: 1105.1 – 3297.7)",
+    ]
+
+
+def test_several_queries_give_the_tails_a_column_per_latency_and_say_where_they_come_from():
+    second = A10 | TAILS | {"gpu": "NVIDIA L4", "itl_p90_ms": NAN, "itl_p99_ms": NAN}
+    text = render_answers(pd.DataFrame([A10 | TAILS | {"warnings": ""}, second | {"warnings": ""}]))
+    header, first, other, note = text.splitlines()
+    assert header.endswith("itl p90 / p99 (ms) ttft p90 / p99 (ms)")
+    assert first.split()[-6:] == ["40.1", "/", "71.9", "2500.3", "/", "3100.2"]
+    assert other.split()[-4:] == ["-", "2500.3", "/", "3100.2"]
+    assert note == TAIL_NOTE

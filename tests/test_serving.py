@@ -54,6 +54,21 @@ def server(store):
         yield url
 
 
+@pytest.fixture(scope="module")
+def itl_server(store):
+    """The ITL model behind plain `mlflow models serve`: its answers carry their tails."""
+
+    def command(port: int) -> list[str]:
+        return [
+            *(sys.executable, "-m", "mlflow", "models", "serve"),
+            *("-m", "models:/wattgpu-itl@production", "--env-manager", "local"),
+            *("-p", str(port), "-h", "127.0.0.1"),
+        ]
+
+    with serving(store, command, "itl_server.log") as url:
+        yield url
+
+
 def post(url: str, payload) -> httpx.Response:
     body = payload if isinstance(payload, str) else json.dumps(payload)
     return httpx.post(
@@ -95,6 +110,26 @@ def test_server_answers_records_and_split(server):
     assert [r["prediction"] for r in again.json()["predictions"]] == pytest.approx(
         [h100["prediction"], l4["prediction"]]
     )
+
+
+def test_rest_gives_itl_its_tails_and_power_none(itl_server, server):
+    records = [
+        H100_8B,
+        {"gpu": "NVIDIA A10", "model": H100_8B["model"], "scenario": "server", "concurrency": 16},
+        {"gpu": "NVIDIA L4", "model": "meta-llama/Llama-3.1-70B-Instruct", "scenario": "offline"},
+    ]
+    response = post(itl_server, {"dataframe_records": records})
+    assert response.status_code == 200, response.text
+    assert "NaN" not in response.text
+    offline, closed, big = response.json()["predictions"]
+    for answer in (offline, closed):
+        assert answer["prediction"] <= answer["p90"] <= answer["p99"]
+        assert answer["tails"] == "simulated" and answer["unit"] == "ms"
+    # a configuration that cannot run: no median, no tails (JSON null)
+    assert big["prediction"] is None and big["p90"] is None and big["p99"] is None
+    assert big["tails"] == ""
+    power = post(server, {"dataframe_records": records[:1]}).json()["predictions"][0]
+    assert "p90" not in power and "tails" not in power
 
 
 def test_unseen_gpu_described_by_specs(server):
@@ -196,7 +231,7 @@ model = mlflow.pyfunc.load_model({local!r})
 out = model.predict(pd.DataFrame([{{**{H100_8B!r}, "batch_size": 32.0}}]))
 import wattgpu
 print(wattgpu.__file__)
-print(out.loc[0, "prediction"], out.loc[0, "unit"])
+print(out.loc[0, "prediction"], out.loc[0, "unit"], out.loc[0, "p99"], out.loc[0, "tails"])
 """
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
@@ -204,8 +239,10 @@ print(out.loc[0, "prediction"], out.loc[0, "unit"])
     assert done.returncode == 0, done.stderr[-2000:]
     module_path, answer = done.stdout.strip().splitlines()[-2:]
     assert module_path.startswith(str(tmp_path)), module_path
-    value, unit = answer.split()
+    # the tails too: the simulated serving loop's tables travel with the served code
+    value, unit, p99, source = answer.split()
     assert unit == "ms" and 1.0 < float(value) < 500.0
+    assert float(p99) >= float(value) and source == "simulated"
 
 
 def test_promotion_gate_both_ways(store):
@@ -285,6 +322,9 @@ def test_cli_models_predict_and_refusal(store, monkeypatch, tmp_path):
     assert answer.exit_code == 0, answer.output
     record = json.loads(answer.output)[0]
     assert record["power_prediction_w"] > 0 and record["itl_prediction_ms"] > 0
+    # ITL's tails beside its median, said to be the simulation's; power has none
+    assert record["itl_prediction_ms"] <= record["itl_p90_ms"] <= record["itl_p99_ms"]
+    assert record["itl_tails"] == "simulated" and "power_p90_w" not in record
     queries = tmp_path / "q.csv"
     pd.DataFrame([H100_8B, {**H100_8B, "gpu": "NVIDIA L4"}]).to_csv(queries, index=False)
     written = runner.invoke(
@@ -358,9 +398,12 @@ def test_predict_one_query_prints_a_card_that_fits_80_columns(store, monkeypatch
     for target, unit in (("power", "W"), ("itl", "ms")):
         value, lower, upper = (answer[f"{target}_{c}_{unit.lower()}"] for c in ANSWER_COLUMNS)
         mine = [line.split() for line in lines if line.split(" ")[0] == target]
-        assert mine == [
-            [target, f"{value:.1f}", unit, "(90", "%:", f"{lower:.1f}", "–", f"{upper:.1f})"]
-        ]
+        line = [target, f"{value:.1f}", unit, "(90", "%:", f"{lower:.1f}", "–", f"{upper:.1f})"]
+        if target == "itl":  # and its tails, said to be the simulation's
+            line += ["p90", f"{answer['itl_p90_ms']:.1f}", "·"]
+            line += ["p99", f"{answer['itl_p99_ms']:.1f}"]
+        assert mine == [line]
+    assert "p90, p99 of itl: the simulation's alone" in lines
     # every warning of each model once, on its own line(s), naming the model(s) that gave it
     said = {}
     for target in ("power", "itl"):
@@ -384,14 +427,16 @@ def test_the_example_queries_answer_as_their_own_columns_and_a_value_per_target(
     runner = CliRunner()
     table = runner.invoke(cli, ["predict", "--input", str(EXAMPLE_QUERIES)])
     assert table.exit_code == 0, table.output
-    header, *rows = table.output.split("\nwarnings:")[0].splitlines()
+    header, *rows, note = table.output.split("\nwarnings:")[0].splitlines()
     given = pd.read_csv(EXAMPLE_QUERIES)
     assert header.split() == ["row", *given.columns, "power", "(W,", "90", "%)"] + [
         "itl",
         "(ms,",
         "90",
         "%)",
+        *("itl", "p90", "/", "p99", "(ms)"),
     ]
+    assert note == "p90, p99 of itl: the simulation's alone"
     assert len(rows) == len(given) == 4
     # the first row as the file gives it: A10 resolved, 16 users and 512 tokens whole
     first = rows[0].split()
@@ -411,11 +456,14 @@ def test_the_example_queries_answer_as_their_own_columns_and_a_value_per_target(
         )
     )
     for row, line in zip(full.itertuples(), rows, strict=True):
-        assert line.split()[-4:] == [
+        assert line.split()[-7:] == [
             f"{row.power_prediction_w:.1f}",
             f"({row.power_lower_w:.1f}–{row.power_upper_w:.1f})",
             f"{row.itl_prediction_ms:.1f}",
             f"({row.itl_lower_ms:.1f}–{row.itl_upper_ms:.1f})",
+            f"{row.itl_p90_ms:.1f}",
+            "/",
+            f"{row.itl_p99_ms:.1f}",
         ], line
     assert len(full.columns) > len(given.columns) + 6  # the rest: --format csv/json only
 

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.modeling.answering.queries import plain
+from wattgpu.modeling.answering.tails import PERCENTILES, TAILS_FROM
 from wattgpu.modeling.physical.targets import TARGETS, UNIT
 
 WIDTH = 80
@@ -23,6 +24,8 @@ WIDTH = 80
 INTERVAL_LABEL = "90 %"
 # How ``modeling.domain`` begins the warning that says why a configuration has no number.
 NO_FIT = "does not fit"
+# What an answer's ``tails`` says of its p90 and p99, in words.
+TAIL_NOTES = {TAILS_FROM: "the simulation's alone"}
 
 
 def render_answers(
@@ -59,14 +62,18 @@ def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDT
     """One query's card: the query, a line per target, then its warnings one per line.
 
     A target with no number (a configuration that does not fit) shows the reason instead, and
-    that reason is not repeated among the warnings.
+    that reason is not repeated among the warnings. A latency's p90 and p99 follow its interval,
+    and a line says where they come from.
     """
     warnings = warnings_by_text(row.get("warnings"), targets)
     answers = {t: _target_answer(row, t) for t in targets}
     reasons = {t: _reasons(t, warnings) for t, a in answers.items() if _missing(a[0])}
     lines = _pack(query_parts(row), width)
-    lines += _target_lines(answers, reasons, width)
+    tails = {t: _target_tails(row, t) for t in targets if t not in reasons}
+    tails = {t: v for t, v in tails.items() if v}
+    lines += _target_lines(answers, reasons, width, tails)
     answered = [t for t in targets if t not in reasons]
+    lines += _tail_notes({t: v[2] for t, v in tails.items()}, width)
     lines += _shared_lines(row, answered, "novelty", "intervals for ", width)
     lines += _shared_lines(row, answered, "analogs", "measured analogs: ", width)
     shown = {text for texts in reasons.values() for text in texts}
@@ -116,8 +123,10 @@ def render_table(
     A query's columns are those it gave (names resolved to the catalogue's), whole numbers
     whole; each target's column holds the value and its interval, the unit in its header
     (``power (W, 90 %)``: ``109.9 (49.3–150.0)``). A prediction with no number reads
-    ``no number``; its reason is among that row's warnings. The rows are numbered from 0, as a
-    query error names them. Every other column is in ``--format csv/json``.
+    ``no number``; its reason is among that row's warnings. A latency with tails gets a column
+    of its p90 and p99 (``itl p90 / p99 (ms)``: ``40.1 / 71.9``), and a line says where they
+    come from. The rows are numbered from 0, as a query error names them. Every other column is
+    in ``--format csv/json``.
     """
     own = list(queries.columns) if queries is not None else ["gpu", "model", "scenario"]
     table = pd.DataFrame({"row": [str(i) for i in range(len(answers))]})
@@ -133,7 +142,15 @@ def render_table(
         table[header] = [
             _with_interval(v, lo, hi) for v, lo, hi in zip(value, lower, upper, strict=True)
         ]
-    lines = [table.to_string(index=False)]
+    sources = {}
+    for target in targets:
+        tails = [_target_tails(row, target) for row in answers.to_dict("records")]
+        if any(tails):
+            table[f"{target} {' / '.join(PERCENTILES)} ({UNIT[target]})"] = [
+                " / ".join(f"{v:.1f}" for v in t[:2]) if t else "-" for t in tails
+            ]
+            sources[target] = next(t[2] for t in tails if t)
+    lines = [table.to_string(index=False), *_tail_notes(sources, width)]
     notes = []
     for i, text in enumerate(answers.get("warnings", [""] * len(answers))):
         for warning, owners in warnings_by_text(text, targets).items():
@@ -216,17 +233,56 @@ def _target_answer(row: dict[str, Any], target: str) -> tuple[Any, Any, Any, str
     return (*(row[_column(target, c)] for c in ("prediction", "lower", "upper")), UNIT[target])
 
 
+def _target_tails(row: dict[str, Any], target: str) -> tuple[float, float, str] | None:
+    """(p90, p99, where they come from) of one target, from either shape; None: no tails."""
+    if "target" in row:
+        names = (*PERCENTILES, "tails") if row["target"] == target else ()
+    else:
+        unit = UNIT[target].lower()
+        names = (*(f"{target}_{p}_{unit}" for p in PERCENTILES), f"{target}_tails")
+    if not names or any(_missing(row.get(name)) for name in names[:2]):
+        return None
+    return float(row[names[0]]), float(row[names[1]]), str(row.get(names[2]) or "")
+
+
+def _tail_notes(sources: dict[str, str], width: int) -> list[str]:
+    """Where the targets' tails come from: ``p90, p99 of itl, ttft: the simulation's alone``."""
+    by_source: dict[str, list[str]] = {}
+    for target, source in sources.items():
+        by_source.setdefault(source, []).append(target)
+    lines = []
+    for source, owners in by_source.items():
+        if source:
+            text = f"{', '.join(PERCENTILES)} of {', '.join(owners)}: "
+            lines += _wrap(text + TAIL_NOTES.get(source, source), width, "", "  ")
+    return lines
+
+
 def _target_lines(
-    answers: dict[str, tuple[Any, Any, Any, str]], reasons: dict[str, list[str]], width: int
+    answers: dict[str, tuple[Any, Any, Any, str]],
+    reasons: dict[str, list[str]],
+    width: int,
+    tails: dict[str, tuple[float, float, str]] | None = None,
 ) -> list[str]:
-    """A line per target, numbers aligned: ``power  155.1 W   (90 %: 121.4 – 183.0)``."""
+    """A line per target, numbers aligned: ``power  155.1 W   (90 %: 121.4 – 183.0)``.
+
+    A target with tails ends its line with them (``p90 40.1 · p99 71.9``), on the next line
+    where they do not fit ``width``.
+    """
+    tails = tails or {}
     name_width = max(len(t) for t in answers) + 2
     values = {t: f"{a[0]:.1f}" for t, a in answers.items() if t not in reasons}
     value_width = max((len(v) for v in values.values()), default=0)
     unit_width = max(len(a[3]) for a in answers.values())
+    spans = {
+        t: f"  ({INTERVAL_LABEL}: {a[1]:.1f} – {a[2]:.1f})"
+        for t, a in answers.items()
+        if t in values and not _missing(a[1]) and not _missing(a[2])
+    }
+    span_width = max((len(v) for t, v in spans.items() if t in tails), default=0)
     lines: list[str] = []
     said = None
-    for target, (_, lower, upper, unit) in answers.items():
+    for target, (*_, unit) in answers.items():
         label = f"{target:<{name_width}}"
         if target in reasons:
             # the models share what does not fit: say it once, not once per target
@@ -235,8 +291,16 @@ def _target_lines(
             said = reasons[target]
             continue
         line = f"{label}{values[target]:>{value_width}} {unit:<{unit_width}}"
-        if not _missing(lower) and not _missing(upper):
-            line += f"  ({INTERVAL_LABEL}: {lower:.1f} – {upper:.1f})"
+        line += f"{spans.get(target, ''):<{span_width}}"
+        if target in tails:
+            high = " · ".join(
+                f"{p} {v:.1f}" for p, v in zip(PERCENTILES, tails[target][:2], strict=True)
+            )
+            if len(line) + 2 + len(high) <= width:
+                line += "  " + high
+            else:
+                lines.append(line.rstrip())
+                line = " " * name_width + high
         lines.append(line.rstrip())
     return lines
 

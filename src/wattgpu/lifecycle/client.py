@@ -14,9 +14,12 @@ from wattgpu.errors import ConfigError, DataError, ModelNotFound, QueryError
 from wattgpu.lifecycle import registry, tracking
 from wattgpu.lifecycle.serving import clean_message
 from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, LOAD_COLUMNS, OUTPUT_COLUMNS
+from wattgpu.modeling.answering.tails import PERCENTILES
 from wattgpu.modeling.physical.targets import OPTIONAL_TARGETS, UNIT
 
 ANSWER_COLUMNS = ("prediction", "lower", "upper")
+# A latency target's percentiles beside its median (``answering.tails``), where it gives them.
+TAIL_ANSWERS = (*PERCENTILES, "tails")
 # The columns of one query that both targets' answers share (names and load).
 QUERY_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c in ("gpu", "model", "scenario", *LOAD_COLUMNS))
 
@@ -103,6 +106,10 @@ def ask_models(
         unit = UNIT[target].lower()
         for column in ANSWER_COLUMNS:
             wide[f"{target}_{column}_{unit}"] = answers[target][column].to_numpy()
+        for column in TAIL_ANSWERS:  # power has none, nor a model logged before them
+            if column in answers[target].columns:
+                name = f"{target}_{column}_{unit}" if column in PERCENTILES else f"{target}_tails"
+                wide[name] = answers[target][column].to_numpy()
         for column in ("novelty", "analogs"):  # a model logged before them has neither
             if column in answers[target].columns:
                 wide[f"{target}_{column}"] = answers[target][column].to_numpy()

@@ -32,11 +32,13 @@ from pandas.api.internals import create_dataframe_from_blocks
 import wattgpu
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.catalog import Catalog
+from wattgpu.data.clients import CLIENTS_FILE, LENGTHS_FILE
+from wattgpu.data.engine_lines import ENGINE_LINES_FILE
 from wattgpu.data.engines import ENGINES_FILE
 from wattgpu.errors import WattgpuError
 from wattgpu.lifecycle.serving import log_to_stderr
 from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
-from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, OUTPUT_COLUMNS, answer_columns
+from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, answer_columns, output_columns
 from wattgpu.modeling.answering.queries import ALL_FIELDS, query_frame
 from wattgpu.modeling.learning.analogs import Evidence
 from wattgpu.modeling.learning.models import Regressor
@@ -48,6 +50,9 @@ from wattgpu.modeling.learning.uncertainty import IntervalModel
 SERVED_PACKAGES = ("mlflow", "catboost", "pandas", "numpy", "scipy", "scikit-learn", "joblib")
 # Where an unexpected error of ``predict`` is logged with its trace (the client gets its type only).
 LOG = logging.getLogger(__name__)
+# The shipped tables the served model's code reads (``_package_code``): the engine releases
+# (features), and the engine lines and clients of the simulated serving loop (the tails).
+SERVED_TABLES = (ENGINES_FILE, ENGINE_LINES_FILE, CLIENTS_FILE, LENGTHS_FILE)
 # The file MLflow logs as the model's code (``mlflow.models.set_model(WattgpuModel())``).
 MODEL_CODE = Path(__file__).with_name("served_model.py")
 
@@ -185,7 +190,7 @@ def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
     A column whose numbers are all finite is left as it is (floats).
     """
     out = dict(answer)
-    for column in FLOAT_OUTPUTS:
+    for column in (c for c in FLOAT_OUTPUTS if c in out):
         values = np.asarray(out[column], dtype=float)
         finite = np.isfinite(values)
         if not finite.all():
@@ -193,8 +198,8 @@ def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def signature() -> ModelSignature:
-    """The answer's columns; no input schema, on purpose.
+def signature(target: str) -> ModelSignature:
+    """The answer's columns of ``target``'s model; no input schema, on purpose.
 
     With an input schema MLflow coerces the request before the model sees it: a JSON ``true``
     or ``"0.5"`` becomes a number, 8.9 an 8 in an integer column. Without one the model gets the
@@ -205,7 +210,7 @@ def signature() -> ModelSignature:
         ColSpec("double", name, required=False)
         if name in FLOAT_OUTPUTS
         else ColSpec("string", name)
-        for name in OUTPUT_COLUMNS
+        for name in output_columns(target)
     ]
     return ModelSignature(inputs=None, outputs=Schema(outputs))
 
@@ -249,7 +254,7 @@ def log_pyfunc(model: Regressor, bounds: IntervalModel, catalog: Catalog, card: 
                 "metadata": str(root / "metadata.json"),
             },
             code_paths=[str(package)],
-            signature=signature(),
+            signature=signature(card.target),
             input_example=pd.DataFrame(EXAMPLE_QUERY),
             pip_requirements=served_requirements(),
         )
@@ -264,16 +269,19 @@ def served_requirements() -> list[str]:
 
 
 def _package_code(folder: Path) -> Path:
-    """A copy of the ``wattgpu`` package for ``code_paths``: its code and the engine table.
+    """A copy of the ``wattgpu`` package for ``code_paths``: its code and the tables it reads.
 
-    The features read the engine table (``data.engines.releases``) from the package's shipped
-    data, which the copy would otherwise lack: a model served where the repository is not (plain
-    `mlflow models serve` imports the copy) found no ``engines.csv``. The copy carries it where
-    an installed wheel has it, ``wattgpu/shipped_data/``; the catalogues travel as artifacts.
+    The features read the engine table (``data.engines.releases``), and the simulated serving
+    loop of the tails the engine lines and clients (``data.engine_lines``, ``data.clients``),
+    from the package's shipped data, which the copy would otherwise lack: a model served where
+    the repository is not (plain `mlflow models serve` imports the copy) would find none. The
+    copy carries them (``SERVED_TABLES``) where an installed wheel has them,
+    ``wattgpu/shipped_data/``; the catalogues travel as artifacts.
     """
     package = Path(wattgpu.__file__).parent
     ignore = shutil.ignore_patterns("shipped_*", "__pycache__")
     copy = Path(shutil.copytree(package, folder / "wattgpu", ignore=ignore))
     (copy / "shipped_data").mkdir()
-    shutil.copyfile(SHIPPED_DATA_DIR / ENGINES_FILE, copy / "shipped_data" / ENGINES_FILE)
+    for name in SERVED_TABLES:
+        shutil.copyfile(SHIPPED_DATA_DIR / name, copy / "shipped_data" / name)
     return copy

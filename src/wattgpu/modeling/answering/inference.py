@@ -16,6 +16,7 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
 from wattgpu.modeling.answering.queries import check_query_columns
+from wattgpu.modeling.answering.tails import PERCENTILES, TAIL_COLUMNS, TAILED, simulated_tails
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.analogs import attach, find_in
 from wattgpu.modeling.learning.uncertainty import (
@@ -51,7 +52,18 @@ OUTPUT_COLUMNS = (
     "analogs",
     "warnings",
 )
-FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper")
+FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper", *PERCENTILES)
+
+
+def output_columns(target: str) -> tuple[str, ...]:
+    """The answer's columns for ``target``: ``OUTPUT_COLUMNS``, and for ITL and TTFT their tails.
+
+    The tails (``p90``, ``p99`` and ``tails``, where they come from) follow the interval.
+    """
+    if target not in TAILED:
+        return OUTPUT_COLUMNS
+    after = OUTPUT_COLUMNS.index("upper") + 1
+    return (*OUTPUT_COLUMNS[:after], *TAIL_COLUMNS, *OUTPUT_COLUMNS[after:])
 
 
 def predict_queries(
@@ -71,13 +83,15 @@ def predict_queries(
         queries: rows with ``gpu``, ``model``, ``scenario`` and optional workload/spec columns.
 
     Returns:
-        One row per query (``OUTPUT_COLUMNS``): canonical names, the load, the prediction with
-        its interval (W or ms), the unit and a ``; ``-joined warning string. A configuration
-        that cannot run (weights and one sequence's KV cache do not fit) gets NaN as prediction
-        and interval, and the reason in ``warnings``.
+        One row per query (``output_columns(target)``): canonical names, the load, the
+        prediction with its interval (W or ms), for ITL and TTFT their p90 and p99 and where
+        they come from (``answering.tails``), the unit and a ``; ``-joined warning string. A
+        configuration that cannot run (weights and one sequence's KV cache do not fit) gets NaN
+        as prediction, interval and tails, and the reason in ``warnings``.
 
     Raises:
-        QueryError: a row is invalid (names the row and the field).
+        QueryError: a row is invalid (names the row and the field), or its serving loop cannot
+            be simulated (``serving.checks``).
 
     """
     return pd.DataFrame(answer_columns(card, model, bounds, catalog, queries))
@@ -90,7 +104,7 @@ def answer_columns(
     catalog: Catalog,
     queries: pd.DataFrame,
 ) -> dict[str, Any]:
-    """``predict_queries``' answer as columns (``OUTPUT_COLUMNS``, in order), not yet framed."""
+    """``predict_queries``' answer as columns (``output_columns``, in order), not yet framed."""
     target = card.target
     rows = build_features(check_query_columns(queries, catalog), catalog)
     found = find_in(model.evidence, rows)  # None: a model logged before the analogs
@@ -109,6 +123,8 @@ def answer_columns(
         ("upper", bounded.upper),
     ):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
+    if target in TAILED:  # one simulation of the batch's serving loops
+        answer |= simulated_tails(target, rows, answer["prediction"])
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
     answer["novelty"] = bounded.novelty
     # the measured rows the answer leans on, in words ('' where none)
@@ -117,7 +133,7 @@ def answer_columns(
         np.asarray(domain_warnings(rows, card.domain), dtype=object),
         interval_notes(target, np.asarray(rows["scenario"]), bounded),
     )
-    return {column: answer[column] for column in OUTPUT_COLUMNS}
+    return {column: answer[column] for column in output_columns(target)}
 
 
 def interval_notes(target: str, scenarios: np.ndarray, bounded: Intervals) -> np.ndarray:

@@ -1,0 +1,139 @@
+"""Tails as answers: ITL and TTFT at p90 and p99, the median times the simulation's own ratio."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_fast_path import load_model
+from test_serving_loop import costs, host, scheduler
+
+from wattgpu.errors import QueryError
+from wattgpu.modeling.answering.inference import OUTPUT_COLUMNS, output_columns, predict_queries
+from wattgpu.modeling.answering.queries import check_queries
+from wattgpu.modeling.answering.tails import simulated_tails, tails
+from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
+from wattgpu.modeling.learning.unseen import UNSEEN_GPU
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.serving.loop import ONESHOT, Client, simulate
+from wattgpu.modeling.serving.run import simulate_rows
+from wattgpu.modeling.serving.scheduler import PREFILL_FIRST
+
+NAN = math.nan
+LLM_8B = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def two_prompts_at_once() -> dict[str, np.ndarray]:
+    """The simulator's statistics of a case worked out by hand (tests/test_serving_loop.py).
+
+    Two 1,000-token prompts sent together, 10 output tokens each, a budget of one prompt a step:
+    A's prefill (0.1 s), B's (0.1 s) while A waits, then both decode in 10 ms steps. TTFT: A
+    0.1 s, B 0.2 s. ITL: A's first gap spans B's prefill and a decode step (0.11 s); A's 8
+    others and B's 9 are 10 ms: 18 gaps, 17 of 10 ms and one of 110 ms.
+    """
+    client = Client(
+        kind=np.array([ONESHOT]),
+        users=np.array([2.0]),
+        rate=np.zeros(1),
+        prompt=np.array([1000.0]),
+        answer=np.array([10.0]),
+        prompt_shape=np.ones((1, 21)),
+        answer_shape=np.ones((1, 21)),
+        warmup=np.zeros(1),
+        measured=np.array([2.0]),
+    )
+    return simulate(costs(), host(), scheduler(PREFILL_FIRST, budget=1000), client)
+
+
+def test_a_tail_is_the_median_times_the_ratio_of_a_simulated_run_worked_out_by_hand():
+    run = two_prompts_at_once()
+    # TTFT over two requests: the median is the lower, 0.1 s; p90 and p99 the higher, 0.2 s
+    assert (run["ttft_p50_s"][0], run["ttft_p90_s"][0]) == pytest.approx((0.1, 0.2))
+    ttft = tails("ttft", run, np.array([300.0]))
+    # 300 ms x 0.2 / 0.1 = 600 ms at p90 and at p99
+    np.testing.assert_allclose(ttft["p90"], [600.0])
+    np.testing.assert_allclose(ttft["p99"], [600.0])
+    # ITL: 17 of 18 gaps are 10 ms, so the median and p90 (the 16.2th gap) are 10 ms and
+    # p99 (the 17.82th) the 110 ms gap: 40 ms x 1 = 40 ms and 40 ms x 11 = 440 ms
+    itl = tails("itl", run, np.array([40.0]))
+    np.testing.assert_allclose(itl["p90"], [40.0])
+    np.testing.assert_allclose(itl["p99"], [440.0])
+    assert itl["tails"].tolist() == ttft["tails"].tolist() == ["simulated"]
+
+
+def test_no_median_or_no_simulated_median_gives_no_tail():
+    simulated = {
+        "itl_p50_s": np.array([0.01, 0.0, NAN, 0.01]),
+        "itl_p90_s": np.array([0.02, 0.01, 0.02, 0.02]),
+        "itl_p99_s": np.array([0.05, 0.02, 0.05, 0.05]),
+    }
+    out = tails("itl", simulated, np.array([10.0, 10.0, 10.0, NAN]))
+    # 10 x 0.02 / 0.01 = 20, 10 x 5 = 50; a simulated median of 0 or none, or no answer: none
+    np.testing.assert_allclose(out["p90"], [20.0, NAN, NAN, NAN])
+    np.testing.assert_allclose(out["p99"], [50.0, NAN, NAN, NAN])
+    assert out["tails"].tolist() == ["simulated", "", "", ""]
+
+
+def test_only_the_latency_answers_have_tails_after_their_interval():
+    assert output_columns("power") == OUTPUT_COLUMNS
+    for target in ("itl", "ttft"):
+        columns = output_columns(target)
+        after = columns.index("upper")
+        assert columns[after + 1 : after + 4] == ("p90", "p99", "tails")
+        assert [c for c in columns if c not in ("p90", "p99", "tails")] == list(OUTPUT_COLUMNS)
+
+
+QUERIES = pd.DataFrame(
+    [
+        {"gpu": "H100", "model": LLM_8B, "scenario": "server", "concurrency": 64},
+        {"gpu": "L4", "model": LLM_8B, "scenario": "server", "request_rate_rps": 1.0},
+        {"gpu": "A10", "model": LLM_8B, "scenario": "offline", "batch_size": 16},
+        # 141 GB of weights on a 24 GB L4: no number, so no tails either
+        {"gpu": "L4", "model": "meta-llama/Llama-3.1-70B-Instruct", "scenario": "offline"},
+    ]
+)
+
+
+def test_an_answer_gives_its_tails_and_keeps_its_median_and_interval(catalog):
+    model, card = load_model("itl")
+    bounds = IntervalModel("itl", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
+    answer = predict_queries(card, model, bounds, catalog, QUERIES)
+    assert tuple(answer.columns) == output_columns("itl")
+    # the ratio of each query's own simulated serving loop (closed, Poisson, batch)
+    rows = build_features(check_queries(QUERIES, catalog), catalog)
+    simulated = simulate_rows(rows.iloc[:3])
+    median = answer["prediction"].to_numpy(float)[:3]
+    for level in ("p90", "p99"):
+        ratio = (simulated[f"itl_{level}_s"] / simulated["itl_p50_s"]).to_numpy(float)
+        np.testing.assert_allclose(answer[level][:3], median * ratio, rtol=1e-12)
+    assert (answer["p99"][:3] >= answer["p90"][:3]).all()
+    # the interval is the median's, as before
+    np.testing.assert_allclose(answer["lower"][:3], median * np.exp(-0.5), rtol=1e-12)
+    assert answer["tails"].tolist() == ["simulated", "simulated", "simulated", ""]
+    assert answer.loc[3, ["prediction", "lower", "upper", "p90", "p99"]].isna().all()
+
+
+def test_ttft_tails_come_from_the_simulated_ttft(catalog):
+    rows = build_features(check_queries(QUERIES, catalog), catalog)
+    median = np.array([100.0, 200.0, NAN, NAN])
+    out = simulated_tails("ttft", rows, median)
+    simulated = simulate_rows(rows.iloc[:2])
+    ratio = (simulated["ttft_p99_s"] / simulated["ttft_p50_s"]).to_numpy(float)
+    np.testing.assert_allclose(out["p99"][:2], median[:2] * ratio, rtol=1e-12)
+    assert np.isnan(out["p90"][2:]).all() and out["tails"].tolist()[2:] == ["", ""]
+
+
+def test_a_serving_loop_that_cannot_be_simulated_is_refused_naming_the_field(catalog):
+    rows = build_features(check_queries(QUERIES.head(1), catalog), catalog)
+    rows = {**rows, "client": np.array(["nobody"], dtype=object)}
+    with pytest.raises(QueryError, match=r"client must be one of .*; got 'nobody'$"):
+        simulated_tails("itl", rows, np.array([10.0]))
+
+
+def test_a_power_answer_has_no_tails(catalog):
+    model, card = load_model("power")
+    bounds = IntervalModel("power", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
+    answer = predict_queries(card, model, bounds, catalog, QUERIES.head(2))
+    assert tuple(answer.columns) == OUTPUT_COLUMNS and "p90" not in answer.columns
