@@ -470,6 +470,14 @@ def test_cli_help_documents_exit_codes(run):
         (("--model", LLM_8B, "--rate", "1", "--price-file", "{prices}"), "gpu 'Z9' is not in"),
         (("--model", LLM_8B, "--rate", "1", "--price-file", "{negative}"), "usd_per_hour must"),
         (("--model", LLM_8B, "--rate", "1", "--price-file", "{nocolumn}"), "lacks column(s) usd"),
+        (
+            ("--model", LLM_8B, "--rate", "1", "--slo-percentile", "95"),
+            "--slo-percentile must be one of 50, 90, 99; got 95",
+        ),
+        (
+            ("--model", LLM_8B, "--rate", "1", "--itl-slo-ms", "80", "--slo-percentile", "99"),
+            "the itl model gives no p99 (a model logged before its tails): rank at the median",
+        ),
     ],
 )
 def test_cli_bad_inputs_are_one_line_exit_1(run, tmp_path, args, message):
@@ -610,3 +618,117 @@ def test_a_gpu_that_cannot_run_the_weight_format_is_left_out_with_the_reason():
     assert rows["NVIDIA A100 SXM4 80GB"]["reason"] == ""
     # the V100 is never asked about
     assert all(gpus == {"NVIDIA A100 SXM4 80GB"} for gpus in asked)
+
+
+# --- held at a percentile: the tails the models give beside their medians ----------------------
+
+# Hand-set tails as multiples of the median: the H100's ITL spreads more than the L4's.
+ITL_TAILS = {"NVIDIA H100 SXM5": (2.0, 5.0), "NVIDIA L4": (1.1, 1.5)}
+TTFT = {"NVIDIA H100 SXM5": 30.0, "NVIDIA L4": 90.0}
+
+
+def tail_predictor(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+    """``hand_predictor`` with p90 and p99 for ITL (``ITL_TAILS``) and TTFT (2x and 3x)."""
+    if target == "power":
+        return hand_predictor(queries, target)
+    if target == "itl":
+        answer = hand_predictor(queries, target)
+        ratios = np.array([ITL_TAILS[g] for g in queries["gpu"]])
+    else:
+        value = np.array([TTFT[g] for g in queries["gpu"]])
+        answer = pd.DataFrame({"prediction": value, "lower": value, "upper": value * 2})
+        answer["warnings"] = ""
+        ratios = np.tile([2.0, 3.0], (len(value), 1))
+    answer["p90"] = answer["prediction"] * ratios[:, 0]
+    answer["p99"] = answer["prediction"] * ratios[:, 1]
+    answer["tails"] = "simulated"
+    return answer
+
+
+def at(percentile, small_catalog, **kwargs):
+    return rec.recommend(
+        LLM_8B,
+        rate=0.5,
+        catalog=small_catalog,
+        predictor=tail_predictor,
+        slo_percentile=percentile,
+        **kwargs,
+    )
+
+
+def test_a_percentile_target_ranks_on_that_tail_and_can_change_the_winner(small_catalog):
+    # ITL medians 10 (H100) and 60 ms (L4): both meet 70 ms and the L4 uses less energy
+    median = at(50, small_catalog, itl_slo_ms=70)
+    assert median.loc[median["rank"] == 1, "gpu"].tolist() == ["NVIDIA L4"]
+    assert median.equals(
+        ask(small_catalog, rate=0.5, itl_slo_ms=70).assign(
+            itl_p90_ms=median["itl_p90_ms"], itl_p99_ms=median["itl_p99_ms"]
+        )
+    )  # at the median the tails change nothing but their own columns
+    # p90: 10 x 2 = 20 and 60 x 1.1 = 66 ms, both within 70 ms: the L4 still
+    p90 = by_gpu(at(90, small_catalog, itl_slo_ms=70))
+    assert p90["NVIDIA L4"]["rank"] == 1 and p90["NVIDIA L4"]["itl_p90_ms"] == pytest.approx(66)
+    # p99: 10 x 5 = 50 ms meets 70 ms, 60 x 1.5 = 90 ms does not: the H100 is best
+    table = at(99, small_catalog, itl_slo_ms=70)
+    rows = by_gpu(table)
+    h100, l4 = rows["NVIDIA H100 SXM5"], rows["NVIDIA L4"]
+    assert h100["rank"] == 1 and pd.isna(l4["rank"])
+    assert l4["reason"] == "ITL p99 90.0 ms > 70 ms" and l4["meets_slo"] is False
+    assert h100["itl_p99_ms"] == pytest.approx(50) and h100["itl_p90_ms"] == pytest.approx(20)
+    # the median's interval reaches 10 x 1.5 = 15 ms; at p99 it reaches 15 x 5 = 75 ms > 70
+    assert h100["meets_slo"] is True and h100["meets_slo_upper"] is False
+    assert rec.verdict(table, 70, False, None, 99) == (
+        "Best: NVIDIA H100 SXM5 — 250 W, 1.95 J/token, 6 kWh/day, "
+        "ITL p99 50 ms (≤ 70 ms; up to 75 ms at the upper end of its interval)"
+    )
+    strict = at(99, small_catalog, itl_slo_ms=70, strict=True)
+    assert by_gpu(strict)["NVIDIA H100 SXM5"]["reason"] == "ITL p99 up to 75.0 ms > 70 ms (strict)"
+    assert rec.verdict(strict, 70, True, None, 99) == (
+        "no GPU meets ITL p99 ≤ 70 ms at the upper end of its interval; "
+        "closest: NVIDIA H100 SXM5 (ITL p99 75.0 ms)"
+    )
+
+
+def test_a_ttft_target_holds_at_the_same_percentile(small_catalog):
+    # TTFT p99: 30 x 3 = 90 ms (H100) and 90 x 3 = 270 ms (L4), against 100 ms
+    table = at(99, small_catalog, ttft_slo_ms=100)
+    rows = by_gpu(table)
+    assert rows["NVIDIA L4"]["reason"] == "TTFT p99 270 ms > 100 ms"
+    assert rows["NVIDIA H100 SXM5"]["rank"] == 1
+    assert rows["NVIDIA H100 SXM5"]["ttft_p99_ms"] == pytest.approx(90)
+    assert rows["NVIDIA H100 SXM5"]["meets_ttft_slo"] is True
+    assert rec.verdict(table, None, False, 100, 99).endswith(
+        "ITL p99 50 ms, TTFT p99 90 ms (≤ 100 ms)"
+    )
+    # at the median both meet 100 ms (30 and 90 ms): the L4, which draws less
+    assert by_gpu(at(50, small_catalog, ttft_slo_ms=100))["NVIDIA L4"]["rank"] == 1
+
+
+def test_the_header_and_the_table_name_the_percentile_ranked_at(small_catalog):
+    from wattgpu.cli_recommend import _headline, format_table
+
+    table = at(90, small_catalog, itl_slo_ms=70, ttft_slo_ms=500)
+    assert table.attrs["request"]["slo_percentile"] == 90
+    assert _headline(table) == (
+        f"{LLM_8B}, server at 0.5 req/s on average (43,200 requests/day), 512 input / 256 "
+        "output tokens, ITL p90 ≤ 70 ms and TTFT p90 ≤ 500 ms (tails from the simulated "
+        "serving loop)"
+    )
+    header = format_table(table).splitlines()[0]
+    assert "ITL p90 ms" in header and "TTFT p90 ms" in header and "p99" not in header
+    assert "p90" not in format_table(at(50, small_catalog, itl_slo_ms=70))
+
+
+def test_a_percentile_is_50_90_or_99_and_a_tail_needs_a_model_that_gives_it(small_catalog):
+    from wattgpu.errors import ConfigError
+
+    for bad, shown in ((95, "95"), (99.5, "99.5"), ("p99", "'p99'"), (True, "True")):
+        with pytest.raises(QueryError) as caught:
+            ask(small_catalog, rate=0.5, slo_percentile=bad)
+        assert str(caught.value) == f"slo_percentile must be one of 50, 90, 99; got {shown}"
+    with pytest.raises(ConfigError) as caught:
+        ask(small_catalog, rate=0.5, itl_slo_ms=70, slo_percentile=90)
+    assert str(caught.value) == (
+        "the itl model gives no p90 (a model logged before its tails): rank at the median "
+        "(percentile 50), or use a model trained since"
+    )

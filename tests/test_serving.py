@@ -558,3 +558,20 @@ def test_an_internal_error_is_a_500_without_trace_and_logged_with_it(store, tmp_
     trace = logged[logged.index("internal error while predicting power") :]
     assert "Traceback (most recent call last)" in trace
     assert "wattgpu/modeling/answering/domain.py" in trace and "TypeError" in trace
+
+
+def test_recommend_holds_a_percentile_with_the_itl_model_behind_rest(itl_server, store):
+    from wattgpu import recommendation as rec
+
+    table = rec.recommend(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        requests_per_day=30000,
+        itl_slo_ms=80,
+        slo_percentile=99,
+        itl_url=itl_server,
+        gpus=["L4", "A10", "H100"],
+        settings=store["settings"],
+    )
+    judged = table[table["meets_slo"].notna()]
+    assert len(judged) == 3 and (judged["itl_p99_ms"] >= judged["itl_ms"]).all()
+    assert (judged["meets_slo"] == (judged["itl_p99_ms"] <= 80)).all()

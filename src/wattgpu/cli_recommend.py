@@ -34,11 +34,15 @@ TABLE_COLUMNS = {
     "energy_j_per_token": "J/token",
     "energy_kwh_per_day": "kWh/day",
     "itl_ms": "ITL ms",
+    "itl_p90_ms": "ITL p90 ms",
+    "itl_p99_ms": "ITL p99 ms",
     "itl_upper_ms": "ITL upper ms",
     "itl_novelty": "ITL interval for",
     "meets_slo": "meets SLO",
     "meets_slo_upper": "at upper",
     "ttft_ms": "TTFT ms",
+    "ttft_p90_ms": "TTFT p90 ms",
+    "ttft_p99_ms": "TTFT p99 ms",
     "meets_ttft_slo": "meets TTFT SLO",
     "usd_per_day": "$/day",
     "usd_per_1m_tokens": "$/1M tokens",
@@ -58,8 +62,16 @@ def _cell(value: Any) -> str:
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The answer as aligned text columns, best first (the columns of ``TABLE_COLUMNS``)."""
-    columns = [c for c in TABLE_COLUMNS if c in table.columns]
+    """The answer as aligned text columns, best first (the columns of ``TABLE_COLUMNS``).
+
+    The tails shown are those of the percentile ranked at (none at the median).
+    """
+    from wattgpu.recommendation import MEDIAN, SLO_PERCENTILES, at_percentile
+
+    percentile = table.attrs.get("request", {}).get("slo_percentile", MEDIAN)
+    shown = {at_percentile(c, percentile) for c in ("itl_ms", "ttft_ms")}
+    tails = {at_percentile(c, p) for c in ("itl_ms", "ttft_ms") for p in SLO_PERCENTILES[1:]}
+    columns = [c for c in TABLE_COLUMNS if c in table.columns and (c not in tails or c in shown)]
     if table["meets_slo"].isna().all():
         columns = [c for c in columns if c not in ("meets_slo", "meets_slo_upper")]
     cells = [[TABLE_COLUMNS[c] for c in columns]]
@@ -237,9 +249,12 @@ def _headline(table: pd.DataFrame) -> str:
         line += f" with {request['concurrency']:g} concurrent users"
     tokens = (request.get("input_tokens"), request.get("output_tokens"))
     line += f", {tokens[0]:.0f} input / {tokens[1]:.0f} output tokens"
-    limits = limits_text(request.get("itl_slo_ms"), request.get("ttft_slo_ms"))
+    percentile = request.get("slo_percentile", 50)
+    limits = limits_text(request.get("itl_slo_ms"), request.get("ttft_slo_ms"), percentile)
     if limits:
         line += f", {limits}"
+        if percentile != 50:
+            line += " (tails from the simulated serving loop)"
     if request.get("strict") and request.get("itl_slo_ms") is not None:
         line += " (strict: at the upper end of the ITL interval)"
     return line
@@ -303,6 +318,14 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     default=None,
     help="Time-to-first-token target, ms (asks the TTFT model too).",
 )
+@click.option(
+    "--slo-percentile",
+    type=int,
+    default=50,
+    show_default=True,
+    help="The percentile the ITL and TTFT targets hold at: 50 (the median) or a tail, 90 or "
+    "99 (the median times the simulated serving loop's own ratio).",
+)
 @scenario_option
 @click.option("--rate", type=float, default=None, help="Requests/s, all day.")
 @click.option(
@@ -353,6 +376,7 @@ def recommend_command(
     model_config: Path | None,
     itl_slo_ms: float | None,
     ttft_slo_ms: float | None,
+    slo_percentile: int,
     scenario: str,
     rate: float | None,
     requests_per_day: float | None,
@@ -375,7 +399,8 @@ def recommend_command(
     Predicts power and ITL on every catalogue GPU (or --gpus) with the promoted registry models
     (or the model servers at --power-url/--itl-url), leaves out those where the weights and the
     load's KV cache do not fit, and ranks those meeting the SLO by energy per output token (the
-    order of energy per day and, for a server, of mean power).
+    order of energy per day and, for a server, of mean power). With --slo-percentile 90 or 99
+    the targets hold at that tail of ITL and TTFT instead of the median.
     """
     quiet_mlflow()
     from wattgpu import recommendation as rec
@@ -402,9 +427,11 @@ def recommend_command(
         settings=state.settings,
         strict=strict,
         names=_option_names(),
+        slo_percentile=slo_percentile,
     )
-    slo = table.attrs["request"]["itl_slo_ms"]
-    verdict = rec.verdict(table, slo, strict, table.attrs["request"]["ttft_slo_ms"])
+    request = table.attrs["request"]
+    slo = request["itl_slo_ms"]
+    verdict = rec.verdict(table, slo, strict, request["ttft_slo_ms"], request["slo_percentile"])
     figure = chart(table, slo) if (plot or log_run) else None
     if plot:
         figure.savefig(plot, format="png", dpi=120)

@@ -53,9 +53,14 @@ from wattgpu.recommendation.ranking import (
     COLUMNS,
     HOURS,
     IDLE_RATE_RPS,
+    MEDIAN,
     PRICE_COLUMNS,
+    SLO_PERCENTILES,
     TTFT_COLUMNS,
     Predictor,
+    at_percentile,
+    check_percentile,
+    latency_name,
     limits_text,
     pareto_front,
     rank_gpus,
@@ -66,12 +71,17 @@ __all__ = [
     "COLUMNS",
     "HOURS",
     "IDLE_RATE_RPS",
+    "MEDIAN",
     "PRICE_COLUMNS",
+    "SLO_PERCENTILES",
     "TTFT_COLUMNS",
     "Predictor",
+    "at_percentile",
+    "check_percentile",
     "check_prices",
     "check_profile",
     "daily_load",
+    "latency_name",
     "limits_text",
     "model_predictor",
     "pareto_front",
@@ -142,6 +152,7 @@ def recommend(
     ttft_slo_ms: float | None = None,
     names: Mapping[str, str] | None = None,
     model_config: str | Mapping[str, Any] | None = None,
+    slo_percentile: int = MEDIAN,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
@@ -168,11 +179,11 @@ def recommend(
         names: what a message calls each input, by keyword (default: the keyword itself; the
             LLM is "LLM"); the CLI passes its options' names, e.g. ``--requests-per-day``.
         model_config: the config.json (text or parsed) of an LLM the catalogue lacks.
+        slo_percentile: where both latency targets hold: 50 (the median), 90 or 99 (a tail).
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
-        holds the resolved inputs. ``verdict(table, itl_slo_ms, strict, ttft_slo_ms)`` says it
-        in one line.
+        holds the resolved inputs; ``verdict`` says it in one line.
 
     Raises:
         QueryError: a bad input (names the field and the bad value).
@@ -189,9 +200,9 @@ def recommend(
     )
     request["load"] = _checked_load(rate, requests_per_day, load_profile, named)
     request["concurrency"] = _checked_users(concurrency, request["load"], scenario, named)
-    if ttft_slo_ms is not None:
-        ttft_slo_ms = check_positive(ttft_slo_ms, named("ttft_slo_ms"))
-    request["ttft_slo_ms"] = ttft_slo_ms
+    ttft = None if ttft_slo_ms is None else check_positive(ttft_slo_ms, named("ttft_slo_ms"))
+    request["ttft_slo_ms"] = ttft
+    request["slo_percentile"] = check_percentile(slo_percentile, named("slo_percentile"))
     request["gpus"] = [catalog.resolve_gpu(g, named("gpus")) for g in gpus] if gpus else None
     request["prices"] = _checked_prices(prices, catalog, named("prices"))
     predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
@@ -296,5 +307,6 @@ def _summary(request: dict[str, Any], strict: bool) -> dict[str, Any]:
         "input_tokens": request["input_tokens"],
         "concurrency": request["concurrency"],
         "ttft_slo_ms": request["ttft_slo_ms"],
+        "slo_percentile": request["slo_percentile"],
         "strict": strict,
     }

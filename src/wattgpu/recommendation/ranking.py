@@ -21,6 +21,8 @@ from wattgpu.data.kernel_paths import NO_KERNEL
 from wattgpu.errors import ConfigError, QueryError
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, config_columns
 from wattgpu.modeling.answering.domain import memory_fits
+from wattgpu.modeling.answering.queries import show
+from wattgpu.modeling.answering.tails import PERCENTILES, TAILED
 from wattgpu.modeling.physical.features import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -33,6 +35,10 @@ Predictor = Callable[[pd.DataFrame, str], pd.DataFrame]
 
 IDLE_RATE_RPS = 0.01
 HOURS = 24
+# The percentiles the latency targets may be held at: 50 is the median the models predict, 90
+# and 99 their tails (``answering.tails``).
+SLO_PERCENTILES = (50, 90, 99)
+MEDIAN = SLO_PERCENTILES[0]
 # Every column of the answer, in order, with its meaning (the CLI's --help and README use this).
 COLUMNS = {
     "rank": "1 = least energy per output token among the GPUs that fit and meet the SLO",
@@ -57,10 +63,20 @@ COLUMNS = {
         "the measurements of the same workload on other GPUs the ITL answer leans on "
         "(blank: none; the physics and the trees alone)"
     ),
-    "meets_slo": "itl_ms <= the SLO (blank without an SLO)",
-    "meets_slo_upper": "itl_upper_ms <= the SLO (blank without an SLO)",
+    "itl_p90_ms": "ITL p90: itl_ms times the simulated serving loop's p90 / median, worst hour",
+    "itl_p99_ms": "ITL p99, as itl_p90_ms",
+    "meets_slo": (
+        "the ITL at the SLO's percentile (itl_ms, itl_p90_ms or itl_p99_ms) <= the SLO (blank "
+        "without an SLO)"
+    ),
+    "meets_slo_upper": (
+        "the same at the upper end of the ITL interval (itl_upper_ms, times the percentile's "
+        "ratio to the median) <= the SLO (blank without an SLO)"
+    ),
     "ttft_ms": "predicted time to first token, the worst hour (only with a TTFT SLO)",
-    "meets_ttft_slo": "ttft_ms <= the TTFT SLO (only with a TTFT SLO)",
+    "ttft_p90_ms": "TTFT p90, as itl_p90_ms (only with a TTFT SLO)",
+    "ttft_p99_ms": "TTFT p99, as itl_p90_ms (only with a TTFT SLO)",
+    "meets_ttft_slo": "the TTFT at the SLO's percentile <= the TTFT SLO (only with a TTFT SLO)",
     "tokens_per_s": "output tokens/s: the load's mean (server) or the batch's throughput (offline)",
     "energy_j_per_token": "GPU energy per output token, J",
     "busy_hours": "hours a day the GPU works: 24 for a server; offline, the day's batch work",
@@ -74,7 +90,28 @@ COLUMNS = {
     "warnings": "the models' warnings (query outside the training domain, ...)",
 }
 PRICE_COLUMNS = ("usd_per_hour", "usd_per_day", "usd_per_1m_tokens", "cost_rank")
-TTFT_COLUMNS = ("ttft_ms", "meets_ttft_slo")
+TTFT_COLUMNS = ("ttft_ms", "ttft_p90_ms", "ttft_p99_ms", "meets_ttft_slo")
+
+
+def check_percentile(value: object, name: str = "slo_percentile") -> int:
+    """``value`` as one of ``SLO_PERCENTILES``, else ``QueryError`` naming ``name``."""
+    if isinstance(value, bool) or value not in SLO_PERCENTILES:
+        allowed = ", ".join(str(p) for p in SLO_PERCENTILES)
+        raise QueryError(f"{name} must be one of {allowed}; got {show(value)}", "slo_percentile")
+    return int(value)  # type: ignore[call-overload]
+
+
+def at_percentile(column: str, percentile: int) -> str:
+    """A latency column at ``percentile``: ``itl_ms`` at 90 is ``itl_p90_ms`` (at 50, itself)."""
+    if percentile == MEDIAN:
+        return column
+    head, _, unit = column.rpartition("_")
+    return f"{head}_p{percentile}_{unit}"
+
+
+def latency_name(name: str, percentile: int = MEDIAN) -> str:
+    """A latency at ``percentile`` in words: ``ITL`` (the median), ``ITL p90``."""
+    return name if percentile == MEDIAN else f"{name} p{percentile}"
 
 
 def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
@@ -88,11 +125,19 @@ def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
     return pd.Series(front, index=power.index)
 
 
-def _predict(predictor: Predictor, queries: pd.DataFrame, target: str) -> pd.DataFrame:
+def _predict(
+    predictor: Predictor, queries: pd.DataFrame, target: str, percentile: int = MEDIAN
+) -> pd.DataFrame:
     answer = predictor(queries, target).reset_index(drop=True)
     if len(answer) != len(queries):
         raise ConfigError(
             f"the {target} predictor answered {len(answer)} rows for {len(queries)} queries"
+        )
+    tail = f"p{percentile}"
+    if percentile != MEDIAN and target in TAILED and tail not in answer.columns:
+        raise ConfigError(
+            f"the {target} model gives no {tail} (a model logged before its tails): rank at "
+            f"the median (percentile {MEDIAN}), or use a model trained since"
         )
     if "gpu" in answer.columns and list(answer["gpu"]) != list(queries["gpu"]):
         raise ConfigError(f"the {target} predictor answered the queries out of order")
@@ -111,6 +156,9 @@ def _hourly_predictions(
         long[f"{target}_{unit}"] = answer["prediction"].to_numpy(float)
         long[f"{target}_lower_{unit}"] = answer["lower"].to_numpy(float)
         long[f"{target}_upper_{unit}"] = answer["upper"].to_numpy(float)
+        for tail in PERCENTILES if target in TAILED else ():
+            found = answer[tail] if tail in answer.columns else pd.Series(np.nan, answer.index)
+            long[f"{target}_{tail}_{unit}"] = pd.to_numeric(found).to_numpy(float)
         long[f"{target}_warnings"] = answer["warnings"].fillna("").astype(str).to_numpy()
         # a model logged before the kinds of novelty answers without them
         novelty = answer["novelty"] if "novelty" in answer.columns else pd.Series("", answer.index)
@@ -149,6 +197,7 @@ def _aggregate(
             "itl_ms": busy.groupby("gpu")["itl_ms"].max(),
             "itl_lower_ms": busy.groupby("gpu")["itl_lower_ms"].max(),
             "itl_upper_ms": busy.groupby("gpu")["itl_upper_ms"].max(),
+            **{f"itl_{t}_ms": busy.groupby("gpu")[f"itl_{t}_ms"].max() for t in PERCENTILES},
             # a GPU's kind of novelty is the same at every rate of its day
             "power_novelty": groups["power_novelty"].first(),
             "itl_novelty": groups["itl_novelty"].first(),
@@ -161,7 +210,8 @@ def _aggregate(
         }
     )
     if "ttft_ms" in long.columns:
-        out["ttft_ms"] = busy.groupby("gpu")["ttft_ms"].max()
+        for column in ("ttft_ms", *(f"ttft_{t}_ms" for t in PERCENTILES)):
+            out[column] = busy.groupby("gpu")[column].max()
     if scenario == "server":
         # Little's law: requests in flight = arrival rate x time each spends decoding.
         in_flight = busy["rate"] * output_tokens * busy["itl_ms"] / 1000.0
@@ -210,6 +260,7 @@ def rank_gpus(
     concurrency: float | None = None,
     ttft_slo_ms: float | None = None,
     model_config: str | None = None,
+    slo_percentile: int = MEDIAN,
 ) -> pd.DataFrame:
     """Rank GPUs for serving ``model`` (pure: no MLflow, files or network).
 
@@ -230,19 +281,20 @@ def rank_gpus(
         ttft_slo_ms: a time-to-first-token target; GPUs above it are listed but not ranked.
         model_config: the JSON text of the config.json that describes the LLM (one the
             catalogue lacks); every query carries it, and the memory checks use its columns.
+        slo_percentile: the percentile of ``SLO_PERCENTILES`` both latency targets hold at
+            (50: the median; 90, 99: the answers' tails).
 
     Returns:
         One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
         ranked GPUs first, best first.
 
+    Raises:
+        QueryError: a server without a load, or a percentile not in ``SLO_PERCENTILES``.
+        ConfigError: a tail asked of a predictor that gives none.
+
     """
-    if scenario == "server" and load is None and concurrency is None:
-        raise QueryError(
-            "a server needs a load: give rate, requests_per_day, load_profile or concurrency",
-            "rate",
-        )
-    if concurrency is not None and (load is not None or scenario != "server"):
-        raise QueryError("concurrency is a server's whole load: give no other load", "concurrency")
+    slo_percentile = check_percentile(slo_percentile)
+    _check_load(scenario, load, concurrency)
     names = list(dict.fromkeys(gpus)) if gpus else [str(g) for g in catalog.gpus.index]
     hourly = load if load is not None else pd.DataFrame({"hour": [0], "rate": [np.nan]})
     day_tokens = (
@@ -259,12 +311,26 @@ def rank_gpus(
         workload[CONFIG_FIELD] = model_config
     phys = phys.set_index("gpu")
     targets = ("power", "itl", "ttft") if ttft_slo_ms is not None else ("power", "itl")
-    table = _predicted(names, phys, predictor, workload, hourly, day_tokens, targets)
+    table = _predicted(
+        names, phys, predictor, workload, hourly, day_tokens, targets, slo_percentile
+    )
     table = _memory_and_energy(table, phys, input_tokens + output_tokens)
-    table = _judged(table, phys, itl_slo_ms, strict, ttft_slo_ms)
+    slos = {"itl": itl_slo_ms, "ttft": ttft_slo_ms}
+    table = _judged(table, phys, slos, strict, slo_percentile)
     if prices is not None:
         table = _priced(table, prices)
     return _ordered(table, prices is not None, ttft_slo_ms is not None)
+
+
+def _check_load(scenario: str, load: pd.DataFrame | None, concurrency: float | None) -> None:
+    """A server needs one load: a day's rates or a number of concurrent users."""
+    if scenario == "server" and load is None and concurrency is None:
+        raise QueryError(
+            "a server needs a load: give rate, requests_per_day, load_profile or concurrency",
+            "rate",
+        )
+    if concurrency is not None and (load is not None or scenario != "server"):
+        raise QueryError("concurrency is a server's whole load: give no other load", "concurrency")
 
 
 def runnable(phys: pd.DataFrame) -> np.ndarray:
@@ -280,6 +346,7 @@ def _predicted(
     hourly: pd.DataFrame,
     day_tokens: float,
     targets: tuple[str, ...] = ("power", "itl"),
+    percentile: int = MEDIAN,
 ) -> pd.DataFrame:
     """One row per GPU: the day's power, ITL, concurrency and throughput where the weights fit.
 
@@ -302,7 +369,7 @@ def _predicted(
         queries = grid.assign(**workload)
         if scenario != "server" or closed:
             queries = queries.drop(columns="request_rate_rps")
-        preds = {t: _predict(predictor, queries, t) for t in targets}
+        preds = {t: _predict(predictor, queries, t, percentile) for t in targets}
         per_gpu = "offline" if closed else scenario  # one row per GPU, whatever the hours
         long = _hourly_predictions(preds, grid, hourly, per_gpu)
         found = _aggregate(long, per_gpu, workload["output_tokens"], day_tokens)
@@ -335,31 +402,30 @@ def _memory_and_energy(table: pd.DataFrame, phys: pd.DataFrame, tokens: float) -
 def _judged(
     table: pd.DataFrame,
     phys: pd.DataFrame,
-    itl_slo_ms: float | None,
+    slos: Mapping[str, float | None],
     strict: bool,
-    ttft_slo_ms: float | None = None,
+    percentile: int = MEDIAN,
 ) -> pd.DataFrame:
-    """Whether each GPU meets the SLOs, why it is not ranked, its rank and the Pareto front."""
+    """Whether each GPU meets the SLOs, why it is not ranked, its rank and the Pareto front.
+
+    ``slos``: the ``itl`` and ``ttft`` targets (ms, or None), each held at ``percentile``.
+    """
     table = table.copy()
-    if ttft_slo_ms is not None:
-        known = table["ttft_ms"].notna()
-        meets = (table["ttft_ms"] <= ttft_slo_ms).astype("boolean")
-        table["meets_ttft_slo"] = meets.where(known, pd.NA)
+    if slos["ttft"] is not None:
+        table["meets_ttft_slo"] = _meets(table[at_percentile("ttft_ms", percentile)], slos["ttft"])
     usable_gb = table["weights_gb"] + phys["free_memory_gb"].clip(lower=0) * KV_CACHE_MEMORY_SHARE
-    if itl_slo_ms is None:
+    if slos["itl"] is None:
         table["meets_slo"] = pd.array([pd.NA] * len(table), dtype="boolean")
         table["meets_slo_upper"] = pd.array([pd.NA] * len(table), dtype="boolean")
     else:
-        known = table["itl_ms"].notna()
-        table["meets_slo"] = (table["itl_ms"] <= itl_slo_ms).astype("boolean").where(known, pd.NA)
-        table["meets_slo_upper"] = (
-            (table["itl_upper_ms"] <= itl_slo_ms).astype("boolean").where(known, pd.NA)
-        )
+        table["meets_slo"] = _meets(table[at_percentile("itl_ms", percentile)], slos["itl"])
+        table["meets_slo_upper"] = _meets(itl_upper(table, percentile), slos["itl"])
     no_kernel = pd.Series(~runnable(phys), index=phys.index)
     table["reason"] = [
         _no_kernel_reason(phys.loc[gpu])
         if no_kernel[gpu]
-        else _reason(row, usable_gb[gpu], itl_slo_ms, strict) or _ttft_reason(row, ttft_slo_ms)
+        else _reason(row, usable_gb[gpu], slos["itl"], strict, percentile)
+        or _ttft_reason(row, slos["ttft"], percentile)
         for gpu, row in table.iterrows()
     ]
     ranked = table["reason"] == ""
@@ -368,6 +434,22 @@ def _judged(
     table.loc[order, "rank"] = np.arange(1, len(order) + 1)
     table["pareto"] = pareto_front(table["power_w"], table["itl_ms"]) & table["fits"]
     return table
+
+
+def _meets(values: pd.Series, slo: float) -> pd.Series:
+    """``values <= slo``, blank where a value is."""
+    return (values <= slo).astype("boolean").where(values.notna(), pd.NA)
+
+
+def itl_upper(table: pd.DataFrame | pd.Series, percentile: int = MEDIAN) -> Any:
+    """The upper end of the ITL interval at ``percentile``: the median's, times the tail's ratio.
+
+    A tail is the median times a ratio (``answering.tails``), so the interval of the median
+    carries to it by the same ratio.
+    """
+    if percentile == MEDIAN:
+        return table["itl_upper_ms"]
+    return table["itl_upper_ms"] * table[at_percentile("itl_ms", percentile)] / table["itl_ms"]
 
 
 def _priced(table: pd.DataFrame, prices: Mapping[str, float]) -> pd.DataFrame:
@@ -407,14 +489,29 @@ def _no_kernel_reason(phys: pd.Series) -> str:
     return f"no engine runs {phys['dtype']} weights on compute capability {capability:.1f}"
 
 
-def _ttft_reason(row: pd.Series, ttft_slo_ms: float | None) -> str:
+def _ttft_reason(row: pd.Series, ttft_slo_ms: float | None, percentile: int = MEDIAN) -> str:
     """Why a GPU that meets everything else misses the TTFT SLO ('' when it does not)."""
-    if ttft_slo_ms is not None and row["ttft_ms"] > ttft_slo_ms:
-        return f"TTFT {row['ttft_ms']:.0f} ms > {ttft_slo_ms:g} ms"
-    return ""
+    if ttft_slo_ms is None:
+        return ""
+    return _missed(row[at_percentile("ttft_ms", percentile)], ttft_slo_ms, "TTFT", percentile)
 
 
-def _reason(row: pd.Series, usable_gb: float, itl_slo_ms: float | None, strict: bool) -> str:
+def _missed(value: float, slo: float, name: str, percentile: int, digits: int = 0) -> str:
+    """``TTFT p90 612 ms > 500 ms`` where ``value`` misses ``slo`` ('' where it meets it)."""
+    if pd.isna(value):  # a tail the simulation gave no number for is not held to a target
+        return "" if percentile == MEDIAN else f"no {latency_name(name, percentile)} to hold"
+    if value <= slo:
+        return ""
+    return f"{latency_name(name, percentile)} {value:.{digits}f} ms > {slo:g} ms"
+
+
+def _reason(
+    row: pd.Series,
+    usable_gb: float,
+    itl_slo_ms: float | None,
+    strict: bool,
+    percentile: int = MEDIAN,
+) -> str:
     """Why a GPU is not ranked ('' when it is)."""
     if row["weights_gb"] > row["memory_gb"]:
         return f"weights {row['weights_gb']:.1f} GB > {row['memory_gb']:g} GB"
@@ -431,14 +528,17 @@ def _reason(row: pd.Series, usable_gb: float, itl_slo_ms: float | None, strict: 
         )
     if row["busy_hours"] > HOURS:
         return f"the day's load needs {row['busy_hours']:.1f} h of batch work"
-    if itl_slo_ms is not None and row["itl_ms"] > itl_slo_ms:
-        return f"ITL {row['itl_ms']:.1f} ms > {itl_slo_ms:g} ms"
-    if strict and itl_slo_ms is not None and row["itl_upper_ms"] > itl_slo_ms:
+    if itl_slo_ms is None:
+        return ""
+    itl = row[at_percentile("itl_ms", percentile)]
+    missed = _missed(itl, itl_slo_ms, "ITL", percentile, digits=1)
+    upper = itl_upper(row, percentile)
+    if not missed and strict and upper > itl_slo_ms:
         return (
-            f"ITL up to {row['itl_upper_ms']:.1f} ms > {itl_slo_ms:g} ms "
+            f"{latency_name('ITL', percentile)} up to {upper:.1f} ms > {itl_slo_ms:g} ms "
             f"(strict{_calibrated_for(row)})"
         )
-    return ""
+    return missed
 
 
 def verdict(
@@ -446,22 +546,31 @@ def verdict(
     itl_slo_ms: float | None = None,
     strict: bool = False,
     ttft_slo_ms: float | None = None,
+    slo_percentile: int = MEDIAN,
 ) -> str:
-    """One line: the best GPU with its numbers against every limit, or why there is none."""
-    limits = limits_text(itl_slo_ms, ttft_slo_ms) or "the load"
+    """One line: the best GPU with its numbers against every limit, or why there is none.
+
+    ``slo_percentile``: the percentile the limits hold at (as ``rank_gpus`` ranked them).
+    """
+    limits = limits_text(itl_slo_ms, ttft_slo_ms, slo_percentile) or "the load"
     best = table[table["rank"] == 1]
     if len(best):
-        return _best_line(table, best.iloc[0], itl_slo_ms, strict, ttft_slo_ms)
-    fitting = table[table["fits"] & table["itl_ms"].notna()]
+        return _best_line(table, best.iloc[0], itl_slo_ms, strict, ttft_slo_ms, slo_percentile)
+    itl = at_percentile("itl_ms", slo_percentile)
+    fitting = table[table["fits"] & table[itl].notna()]
     if (itl_slo_ms is not None or ttft_slo_ms is not None) and len(fitting):
-        column = "itl_upper_ms" if strict else "itl_ms"
+        fitting = fitting.assign(itl_upper_at=itl_upper(fitting, slo_percentile))
+        column = "itl_upper_at" if strict else itl
         where = " at the upper end of its interval" if strict and itl_slo_ms is not None else ""
-        candidates, shown, name = fitting, column, ""
+        ttft = at_percentile("ttft_ms", slo_percentile)
+        candidates, shown, name = fitting, column, "" if slo_percentile == MEDIAN else "ITL "
         if ttft_slo_ms is not None:  # closest in TTFT among those that meet the ITL limit
             meet_itl = fitting if itl_slo_ms is None else fitting[fitting[column] <= itl_slo_ms]
-            if len(meet_itl):
-                candidates, shown = meet_itl, "ttft_ms"
-            name = "TTFT " if shown == "ttft_ms" else "ITL "
+            if len(meet_itl) and meet_itl[ttft].notna().any():
+                candidates, shown = meet_itl, ttft
+            name = "TTFT " if shown == ttft else "ITL "
+        if name:
+            name = latency_name(name.strip(), slo_percentile) + " "
         closest = candidates.loc[candidates[shown].idxmin()]
         return (
             f"no GPU meets {limits}{where}; closest: {closest['gpu']} "
@@ -474,10 +583,15 @@ def verdict(
     return f"no GPU can serve {limits}; closest: {first['gpu']} ({first['reason']})"
 
 
-def limits_text(itl_slo_ms: float | None, ttft_slo_ms: float | None) -> str:
-    """The latency limits a ranking is under, in words: ``ITL ≤ 80 ms and TTFT ≤ 500 ms``."""
+def limits_text(
+    itl_slo_ms: float | None, ttft_slo_ms: float | None, percentile: int = MEDIAN
+) -> str:
+    """The latency limits a ranking is under, in words: ``ITL ≤ 80 ms and TTFT ≤ 500 ms``.
+
+    At a tail's percentile each limit names it: ``ITL p90 ≤ 80 ms``.
+    """
     limits = [
-        f"{name} ≤ {slo:g} ms"
+        f"{latency_name(name, percentile)} ≤ {slo:g} ms"
         for name, slo in (("ITL", itl_slo_ms), ("TTFT", ttft_slo_ms))
         if slo is not None
     ]
@@ -490,25 +604,28 @@ def _best_line(
     itl_slo_ms: float | None,
     strict: bool,
     ttft_slo_ms: float | None,
+    percentile: int = MEDIAN,
 ) -> str:
     """``Best: GPU — W, J/token, kWh/day, ITL (its limit), TTFT (its limit)[, cost]``."""
     parts = [f"{row['power_w']:.0f} W", f"{row['energy_j_per_token']:.3g} J/token"]
     if pd.notna(row["energy_kwh_per_day"]):
         parts.append(f"{row['energy_kwh_per_day']:.3g} kWh/day")
-    latency = f"ITL {row['itl_ms']:.0f} ms"
+    itl = row[at_percentile("itl_ms", percentile)]
+    latency = f"{latency_name('ITL', percentile)} {itl:.0f} ms"
     if itl_slo_ms is not None:
+        upper = itl_upper(row, percentile)
         latency += f" (≤ {itl_slo_ms:g} ms"
         if strict:
-            latency += f", and {row['itl_upper_ms']:.0f} ms at the upper end of its interval"
+            latency += f", and {upper:.0f} ms at the upper end of its interval"
         elif not row["meets_slo_upper"]:
             latency += (
-                f"; up to {row['itl_upper_ms']:.0f} ms at the upper end of its interval"
-                f"{_calibrated_for(row)}"
+                f"; up to {upper:.0f} ms at the upper end of its interval{_calibrated_for(row)}"
             )
         latency += ")"
     parts.append(latency)
     if ttft_slo_ms is not None:
-        parts.append(f"TTFT {row['ttft_ms']:.0f} ms (≤ {ttft_slo_ms:g} ms)")
+        ttft = row[at_percentile("ttft_ms", percentile)]
+        parts.append(f"{latency_name('TTFT', percentile)} {ttft:.0f} ms (≤ {ttft_slo_ms:g} ms)")
     line = f"Best: {row['gpu']} — {', '.join(parts)}"
     if "cost_rank" in table.columns and (table["cost_rank"] == 1).any():
         cheap = table[table["cost_rank"] == 1].iloc[0]
