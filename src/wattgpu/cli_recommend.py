@@ -88,11 +88,19 @@ def format_table(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+# The ranked GPUs a chart names (a catalogue of a hundred GPUs ranks dozens: their names would
+# cover the plot); the Pareto front is always named.
+LABELLED_RANKS = 10
+# Pixels kept free around a name (``_overlap``).
+_LABEL_GAP = 1.0
+
+
 def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     """Predicted ITL against power per GPU, with the intervals, the SLO and the Pareto front.
 
-    Only the GPUs that matter (ranked, or on the Pareto front) are labelled, and labels that
-    would overlap are moved apart; the best GPU's marker is hollow so its interval stays visible.
+    Only the GPUs that matter (the first ``LABELLED_RANKS`` ranked, or on the Pareto front) are
+    labelled, and labels that would overlap are moved apart; the best GPU's marker is hollow so
+    its interval stays visible.
     """
     from matplotlib.ticker import FuncFormatter
 
@@ -133,7 +141,8 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     ax.set_title(f"{request.get('model', '')}: ITL against power per GPU", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _label(fig, ax, shown[ranked | shown["pareto"].to_numpy(bool)], shown)
+    named = (shown["rank"] <= LABELLED_RANKS).to_numpy(bool) | shown["pareto"].to_numpy(bool)
+    _label(fig, ax, shown[named], shown)
     return fig
 
 
@@ -230,9 +239,12 @@ def _box_around(x: float, y: float, half: float) -> Any:
 
 
 def _overlap(one: Any, other: Any) -> float:
-    """The area, in square pixels, that two boxes share."""
-    width = min(one.x1, other.x1) - max(one.x0, other.x0)
-    height = min(one.y1, other.y1) - max(one.y0, other.y0)
+    """The area, in square pixels, that two boxes share, each grown by ``_LABEL_GAP``.
+
+    Two names that merely touch share no area yet read as one: the gap keeps them apart.
+    """
+    width = min(one.x1, other.x1) - max(one.x0, other.x0) + 2 * _LABEL_GAP
+    height = min(one.y1, other.y1) - max(one.y0, other.y0) + 2 * _LABEL_GAP
     return max(width, 0.0) * max(height, 0.0)
 
 
