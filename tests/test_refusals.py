@@ -166,6 +166,11 @@ CASES = {
             "--ttft-slo-ms must be a finite number > 0; got 0",
         ),
         (
+            "--slo-percentile",
+            (*RECOMMEND, "--rate", "1", "--itl-slo-ms", "50", "--slo-percentile", "95"),
+            "--slo-percentile must be one of 50, 90, 99; got 95",
+        ),
+        (
             "--scenario",
             (*RECOMMEND, "--rate", "1", "--scenario", "batch"),
             "Invalid value for '--scenario'",
