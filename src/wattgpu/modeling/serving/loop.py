@@ -136,7 +136,7 @@ def simulate(
             ended |= now
         if ended.all():
             break
-        if ended.mean() > 0.25:
+        if np.count_nonzero(ended) > 0.25 * len(ended):
             # carry on with the rows still running only
             keep = np.nonzero(~ended)[0]
             live, part = live[keep], part.take(keep)
@@ -163,17 +163,22 @@ def slots_needed(client: Client, sched: Scheduler) -> np.ndarray:
     return np.where(client.kind == POISSON, POISSON_SLOTS, np.clip(wanted, SLOTS, WIDE_SLOTS))
 
 
-def _shaped(shape: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Lengths over their mean at the quantile levels ``u`` of each request's table (a row each)."""
+def _table_mean(shape: np.ndarray) -> np.ndarray:
+    """The mean of each row's quantile table's piecewise-linear inverse CDF (its trapezoids)."""
+    return ((shape[:, 1:] + shape[:, :-1]) / 2.0).mean(axis=1)
+
+
+def _shaped(shape: np.ndarray, mean: np.ndarray, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Lengths over their mean at the quantile levels ``u`` of the rows ``rows``' tables.
+
+    ``mean``: ``_table_mean`` of every row's table, so that a length keeps its row's mean.
+    """
     q = shape.shape[1]
     x = u * (q - 1)
     i = np.minimum(x.astype(int), q - 2)
     f = x - i
-    at = np.arange(len(u))
-    lo, hi = shape[at, i], shape[at, i + 1]
-    # the table's piecewise-linear inverse CDF has this mean (its trapezoids); keep the row's mean
-    mean = ((shape[:, 1:] + shape[:, :-1]) / 2.0).mean(axis=1)
-    return (lo + f * (hi - lo)) / mean
+    lo, hi = shape[rows, i], shape[rows, i + 1]
+    return (lo + f * (hi - lo)) / mean[rows]
 
 
 @dataclass
@@ -189,6 +194,8 @@ class _Run:
     arrivals: np.ndarray  # Poisson: the row's next arrival time
     sent: np.ndarray  # Poisson: arrivals so far
     seed: np.ndarray
+    prompt_mean: np.ndarray  # the clients' length tables' means (``_table_mean``)
+    answer_mean: np.ndarray
     # statistics over the measured window
     ttft_hist: np.ndarray
     gap_hist: np.ndarray
@@ -235,6 +242,8 @@ class _Run:
             arrivals=np.zeros(n),
             sent=np.zeros(n),
             seed=offset,
+            prompt_mean=_table_mean(client.prompt_shape),
+            answer_mean=_table_mean(client.answer_shape),
             ttft_hist=np.zeros((n, 2, _BINS)),
             gap_hist=np.zeros((n, 2, _BINS)),
             sums=np.zeros((n, 8)),
@@ -269,11 +278,12 @@ class _Run:
         index = self.requests[rows, cols] * width + cols + 1.0
         u_in = (self.seed[rows] + index * _GOLDEN) % 1.0
         u_out = (self.seed[rows] + index * _GOLDEN * _GOLDEN + 0.5) % 1.0
-        prompt = client.prompt[rows] * _shaped(client.prompt_shape[rows], u_in)
-        answer = client.answer[rows] * _shaped(client.answer_shape[rows], u_out)
-        s.prompt[rows, cols] = np.maximum(np.round(prompt), 1.0)
+        prompt = client.prompt[rows] * _shaped(client.prompt_shape, self.prompt_mean, rows, u_in)
+        answer = client.answer[rows] * _shaped(client.answer_shape, self.answer_mean, rows, u_out)
+        prompt = np.maximum(np.round(prompt), 1.0)
+        s.prompt[rows, cols] = prompt
         s.answer[rows, cols] = np.maximum(np.round(answer), 1.0)
-        s.need[rows, cols] = s.prompt[rows, cols]
+        s.need[rows, cols] = prompt
         s.context[rows, cols] = 0.0
         s.generated[rows, cols] = 0.0
         s.first[rows, cols] = np.nan
@@ -321,9 +331,11 @@ class _Run:
         if (client.kind == POISSON).any():
             self._idle_until_arrival(client)
             self._arrive(client)
-        preempt(s, sched, self.next_order)
-        plan = plan_step(s, sched, self.waited)
-        k = self._steps(plan, sched, client, costs, host)
+        kv = kv_used(s, sched)
+        if preempt(s, sched, self.next_order, kv).any():
+            kv = kv_used(s, sched)
+        plan = plan_step(s, sched, self.waited, kv)
+        k = self._steps(plan, sched, client, costs, host, kv)
         weight = s.weight
         carrying = np.where(plan.decodes | plan.carried, weight, 0.0)
         m = carrying.sum(axis=1)
@@ -362,14 +374,20 @@ class _Run:
         self.clock = self.clock + idle
 
     def _steps(
-        self, plan: Plan, sched: Scheduler, client: Client, costs: TokenCosts, host: HostTime
+        self,
+        plan: Plan,
+        sched: Scheduler,
+        client: Client,
+        costs: TokenCosts,
+        host: HostTime,
+        kv: np.ndarray,
     ) -> np.ndarray:
         """How many identical steps to take at once, up to the next event of each row.
 
         Decode-only steps repeat until a request completes, the KV cache fills, a pausing
         engine's waiting requests become due or a Poisson request arrives; a step whose prompt
         tokens all go to one prompt that fills the budget repeats until that prompt has less
-        than a chunk left (and its decodes, as above).
+        than a chunk left (and its decodes, as above). ``kv``: the rows' ``kv_used``.
         """
         s = self.slots
         left = np.where(plan.decodes, s.answer - s.generated, np.inf).min(axis=1)
@@ -379,7 +397,7 @@ class _Run:
         k = np.where(waiting & (sched.policy == PREFILL_PAUSE), np.minimum(k, due), k)
         grow = np.where(plan.decodes, s.weight, 0.0).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.floor((sched.kv_tokens - kv_used(s, sched)) / grow)
+            room = np.floor((sched.kv_tokens - kv) / grow)
         k = np.where(~sched.reserve_full & (grow > 0), np.minimum(k, np.maximum(room, 1.0)), k)
         prefilling = plan.take > 0
         one = prefilling.sum(axis=1) == 1
@@ -538,7 +556,8 @@ class _Run:
 
 def _after(client: Client) -> np.ndarray:
     """A finished request's slot: waiting again (closed loop), free (Poisson) or done."""
-    return np.select([client.kind == CLOSED, client.kind == POISSON], [WAITING, IDLE], DONE)
+    kind = client.kind
+    return np.where(kind == CLOSED, WAITING, np.where(kind == POISSON, IDLE, DONE))
 
 
 def _add(hist: np.ndarray, rows: np.ndarray, value: np.ndarray, weight: np.ndarray) -> None:
@@ -548,7 +567,7 @@ def _add(hist: np.ndarray, rows: np.ndarray, value: np.ndarray, weight: np.ndarr
         return
     value, weight, rows = value[keep], weight[keep], rows[keep]
     x = (np.log10(np.maximum(value, 1e-12)) - _LOG_LO) * _PER_DECADE
-    bins = np.clip(x.astype(int), 0, _BINS - 1)
+    bins = np.minimum(np.maximum(x.astype(int), 0), _BINS - 1)
     np.add.at(hist, (rows, 0, bins), weight)
     np.add.at(hist, (rows, 1, bins), weight * value)
 

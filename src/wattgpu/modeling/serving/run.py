@@ -2,9 +2,9 @@
 
 A row's step costs come from the prior's description of its work on its GPUs
 (``physical.operations``, ``physical.costs``) at today's constants' kernel shares; its client,
-scheduler and host time from its harness and engine line (``workload``). Rows of one client kind
-and one slot width run together through ``loop.simulate``. An open loop that arrives faster than
-its engine serves is then run as the engine full (``_saturate``) and flagged ``overloaded``.
+scheduler and host time from its harness and engine line (``workload``). Rows of one slot width,
+whatever their client, run together through ``loop.simulate``. An open loop that arrives faster
+than its engine serves is then run as the engine full (``_saturate``) and flagged ``overloaded``.
 """
 
 from __future__ import annotations
@@ -56,15 +56,15 @@ def simulate_rows(
     plan = setup(rows)
     n = length(rows)
     out = np.full((n, len(STATISTICS)), np.nan)
-    # rows of one kind and one width run together (an open loop, or a cohort of a big closed
-    # loop, needs wider slot arrays)
+    # rows of one width run together, whatever their client (a row's answer depends on its own
+    # inputs only, and a loop's iterations cost the same for few rows as for many): an open loop,
+    # or a cohort of a big closed loop, needs wider slot arrays
     width = slots_needed(plan.client, plan.scheduler)
     width = np.where(
         plan.client.kind == POISSON, POISSON_SLOTS, np.where(width > SLOTS, WIDE_SLOTS, width)
     )
-    groups = plan.client.kind * 10_000 + width
-    for group in np.unique(groups):
-        part = np.nonzero(groups == group)[0]
+    for group in np.unique(width):
+        part = np.nonzero(width == group)[0]
         stats = simulate(
             costs.take(part),
             plan.host.take(part),

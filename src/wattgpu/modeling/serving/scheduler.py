@@ -136,13 +136,16 @@ def kv_used(slots: Slots, sched: Scheduler) -> np.ndarray:
     return (np.where(running, slots.weight * held, 0.0)).sum(axis=1)
 
 
-def preempt(slots: Slots, sched: Scheduler, next_order: np.ndarray) -> np.ndarray:
+def preempt(
+    slots: Slots, sched: Scheduler, next_order: np.ndarray, kv: np.ndarray | None = None
+) -> np.ndarray:
     """Preempt the newest running requests of rows whose KV cache cannot take the next step.
 
     Each decoding request needs one more token of cache; where they do not fit, the most
     recently admitted running requests go back to the front of the queue, to prefill their
     prompt and what they had generated again (recompute), newest first, until the rest fit.
-    Engines that reserve to completion never preempt.
+    Engines that reserve to completion never preempt. ``kv``: ``kv_used`` where the caller
+    has it.
 
     Returns:
         The slots preempted (a mask).
@@ -150,24 +153,27 @@ def preempt(slots: Slots, sched: Scheduler, next_order: np.ndarray) -> np.ndarra
     """
     running = slots.state == RUNNING
     grow = np.where(running & (slots.need <= 0), slots.weight, 0.0).sum(axis=1)
-    excess = kv_used(slots, sched) + grow - sched.kv_tokens
+    used = kv_used(slots, sched) if kv is None else kv
+    excess = used + grow - sched.kv_tokens
     hit = (excess > 0) & ~sched.reserve_full
+    out = np.zeros(slots.state.shape, bool)
     if not hit.any():
-        return np.zeros(slots.state.shape, bool)
+        return out
+    # only the rows whose cache is short are ranked
+    rows = np.nonzero(hit)[0]
+    running, order, excess = running[rows], slots.order[rows], excess[rows]
     # newest first: a running slot's order, descending; others last
-    key = np.where(running, -slots.order, np.inf)
-    ranked = np.argsort(key, axis=1, kind="stable")
-    held = np.take_along_axis(
-        np.where(running, slots.weight * (slots.context + 1.0), 0.0), ranked, axis=1
-    )
+    ranked = np.argsort(np.where(running, -order, np.inf), axis=1, kind="stable")
+    at = rows[:, None]
+    held = np.where(running, slots.weight[rows] * (slots.context[rows] + 1.0), 0.0)
+    held = held[np.arange(len(rows))[:, None], ranked]
     freed_before = np.cumsum(held, axis=1) - held
     # keep the last running slot of a row even when the cache cannot hold it: it is the one the
     # engine runs alone (a request too long for the cache fails in the engine; here it runs)
-    ranked_running = np.take_along_axis(running, ranked, axis=1)
+    ranked_running = slots.state[at, ranked] == RUNNING
     last_running = np.cumsum(ranked_running[:, ::-1], axis=1)[:, ::-1] == 1
-    out_ranked = hit[:, None] & ranked_running & (freed_before < excess[:, None]) & ~last_running
-    out = np.zeros_like(out_ranked)
-    np.put_along_axis(out, ranked, out_ranked, axis=1)
+    out_ranked = ranked_running & (freed_before < excess[:, None]) & ~last_running
+    out[at, ranked] = out_ranked
     if out.any():
         slots.state[out] = WAITING
         slots.need[out] = slots.prompt[out] + slots.generated[out]
@@ -178,45 +184,63 @@ def preempt(slots: Slots, sched: Scheduler, next_order: np.ndarray) -> np.ndarra
     return out
 
 
-def plan_step(slots: Slots, sched: Scheduler, waited_steps: np.ndarray) -> Plan:
-    """The next step of every row under its engine's policy (see the module docstring)."""
-    running = slots.state == RUNNING
-    waiting = slots.state == WAITING
-    decoding = running & (slots.need <= 0)
-    partial = running & (slots.need > 0)
-    running_w = np.where(running | (slots.state == PADDING), slots.weight, 0.0).sum(axis=1)
-    decode_w = np.where(decoding, slots.weight, 0.0).sum(axis=1)
-    waiting_w = np.where(waiting, slots.weight, 0.0).sum(axis=1)
+def plan_step(
+    slots: Slots, sched: Scheduler, waited_steps: np.ndarray, kv: np.ndarray | None = None
+) -> Plan:
+    """The next step of every row under its engine's policy (see the module docstring).
+
+    ``kv``: ``kv_used`` where the caller has it.
+    """
+    state, weight = slots.state, slots.weight
+    running = state == RUNNING
+    waiting = state == WAITING
+    padding = state == PADDING
+    prompt_left = slots.need > 0
+    decoding = running & ~prompt_left
+    partial = running & prompt_left
+    running_w = np.where(running | padding, weight, 0.0).sum(axis=1)
+    decode_w = np.where(decoding, weight, 0.0).sum(axis=1)
+    waiting_w = np.where(waiting, weight, 0.0).sum(axis=1)
     policy = sched.policy
 
     mixed = (policy == DECODE_FIRST) | (policy == INFLIGHT)
     # the tokens left for prompts in this step
     budget = np.where(mixed, np.maximum(sched.budget - decode_w, 0.0), sched.budget)
     # who may be admitted at all this step
-    admit_ok = np.ones(len(policy), bool)
-    admit_ok &= ~((policy == STATIC) & (running_w > 0))
     pause = policy == PREFILL_PAUSE
     ready = (
         (running_w <= 0)
         | (waiting_w >= sched.waiting_ratio * running_w)
         | (waited_steps >= sched.max_waiting_steps)
     )
-    admit_ok &= ~pause | ready
+    admit_ok = ~((policy == STATIC) & (running_w > 0)) & (~pause | ready)
 
     candidates = waiting & admit_ok[:, None]
-    take = np.zeros(slots.state.shape)
-    admitted = np.zeros(slots.state.shape, bool)
     # only the rows with a prompt to prefill go through the queue
     busy = np.nonzero((partial | candidates).any(axis=1))[0]
-    if busy.size:
-        take[busy], admitted[busy] = _fill(
-            slots.take(busy),
-            sched.take(busy),
-            budget[busy],
-            partial[busy],
-            candidates[busy],
-            running_w[busy],
+    if not busy.size:
+        take = np.zeros(state.shape)
+        admitted = np.zeros(state.shape, bool)
+    else:
+        every = busy.size == len(policy)
+        rows = slice(None) if every else busy
+        used = kv_used(slots, sched) if kv is None else kv
+        got, new = _fill(
+            slots,
+            sched,
+            rows,
+            used[rows],
+            budget[rows],
+            partial[rows],
+            candidates[rows],
+            running_w[rows],
         )
+        if every:
+            take, admitted = got, new
+        else:
+            take = np.zeros(state.shape)
+            admitted = np.zeros(state.shape, bool)
+            take[busy], admitted[busy] = got, new
     prefilling = take.sum(axis=1) > 0
     # prefill-first and pausing engines decode only in steps that prefill nothing; a static batch
     # decodes once all of it is prefilled
@@ -224,59 +248,77 @@ def plan_step(slots: Slots, sched: Scheduler, waited_steps: np.ndarray) -> Plan:
     static_busy = (policy == STATIC) & ((partial | admitted).any(axis=1))
     decode_now = ~((alone & prefilling) | static_busy)
     decodes = decoding & decode_now[:, None]
-    carried = (slots.state == PADDING) & decode_now[:, None]
+    carried = padding & decode_now[:, None]
     return Plan(take=take, decodes=decodes, carried=carried, admitted=admitted)
 
 
 def _fill(
     slots: Slots,
     sched: Scheduler,
+    rows: np.ndarray | slice,
+    used: np.ndarray,
     budget: np.ndarray,
     partial: np.ndarray,
     candidates: np.ndarray,
     running_w: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt tokens per slot within ``budget``: unfinished prompts first, then the queue, FCFS.
+    """Prompt tokens per slot of the rows ``rows`` within ``budget``, unfinished prompts first.
+
+    Then the queue, FCFS. ``used``: the rows' ``kv_used``; the other arrays are the rows' only.
 
     A waiting request is admitted while the sequence cap and the KV cache hold it; the first
     that does not fit stops the queue. An unchunked engine takes a prompt whole (a cohort: as
     many of its requests' whole prompts as fit).
     """
+    order = slots.order[rows]
     eligible = partial | candidates
     # unfinished prompts first (by order), then the queue (by order); the rest last
-    key = np.where(partial, slots.order - 1e12, np.where(candidates, slots.order, np.inf))
+    key = np.where(partial, order - 1e12, np.where(candidates, order, np.inf))
     ranked = np.argsort(key, axis=1, kind="stable")
+    at = np.arange(len(ranked))[:, None]
 
     def pick(a: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(a, ranked, axis=1)
+        return a[at, ranked]
 
-    weight, need = pick(slots.weight), pick(slots.need)
+    weight, need = pick(slots.weight[rows]), pick(slots.need[rows])
     is_new, is_in = pick(candidates), pick(eligible)
     demand = np.where(is_in, weight * need, 0.0)
     # admission: sequence cap and KV cache, cumulative over the queue in order
-    full = pick(slots.prompt + slots.answer)
-    reserve = np.where(sched.reserve_full[:, None], full, need) * weight
+    reserve_full = sched.reserve_full[rows]
+    if reserve_full.any():
+        full = pick(slots.prompt[rows] + slots.answer[rows])
+        reserve = np.where(reserve_full[:, None], full, need) * weight
+    else:
+        reserve = need * weight
     seats = np.cumsum(np.where(is_new, weight, 0.0), axis=1) + running_w[:, None]
-    room = np.cumsum(np.where(is_new, reserve, 0.0), axis=1) + kv_used(slots, sched)[:, None]
+    room = np.cumsum(np.where(is_new, reserve, 0.0), axis=1) + used[:, None]
     # an empty engine always takes the queue's first request (a cohort above the cap included)
     first = is_new & (seats - weight <= running_w[:, None] + 1e-9) & (running_w[:, None] <= 0)
     fits = (
         ~is_new
         | first
-        | ((seats <= sched.max_seqs[:, None] + 1e-9) & (room <= sched.kv_tokens[:, None] + 1e-9))
+        | (
+            (seats <= sched.max_seqs[rows][:, None] + 1e-9)
+            & (room <= sched.kv_tokens[rows][:, None] + 1e-9)
+        )
     )
     # a queue stops at its first request that cannot be admitted
     fits = np.logical_and.accumulate(fits | ~is_in, axis=1) & is_in
-    before = np.cumsum(np.where(fits, demand, 0.0), axis=1) - np.where(fits, demand, 0.0)
+    counted = np.where(fits, demand, 0.0)
+    before = np.cumsum(counted, axis=1) - counted
     left = np.maximum(budget[:, None] - before, 0.0)
-    chunk = np.minimum(demand, left)
-    whole = np.where(need > 0, np.floor(left / np.maximum(need, 1e-9) + 1e-9) * need, 0.0)
-    unchunked = np.minimum(demand, whole)
+    chunked = sched.chunked[rows]
+    got = np.zeros(left.shape)
+    if chunked.any():
+        got = np.where(chunked[:, None], np.minimum(demand, left), got)
+    if not chunked.all():
+        whole = np.where(need > 0, np.floor(left / np.maximum(need, 1e-9) + 1e-9) * need, 0.0)
+        got = np.where(chunked[:, None], got, np.minimum(demand, whole))
     # ``before`` counts every earlier prompt whole: after one that does not fit, nothing does
-    got = np.where(fits, np.where(sched.chunked[:, None], chunk, unchunked), 0.0)
+    got = np.where(fits, got, 0.0)
     admitted_ranked = is_new & (got > 0)
-    take = np.zeros_like(got)
-    admitted = np.zeros_like(admitted_ranked)
-    np.put_along_axis(take, ranked, got, axis=1)
-    np.put_along_axis(admitted, ranked, admitted_ranked, axis=1)
+    take = np.empty_like(got)
+    admitted = np.empty_like(admitted_ranked)
+    take[at, ranked] = got
+    admitted[at, ranked] = admitted_ranked
     return take, admitted
