@@ -34,21 +34,14 @@ import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 from scipy.stats import spearmanr
 
-from wattgpu.data.clients import CLIENTS_FILE
 from wattgpu.modeling.physical.features import (
     build_features,
-    itl_statistic,
     median_itl,
     with_prior,
 )
+from wattgpu.modeling.serving.prior import simulated_itl, simulated_ttft
 from wattgpu.modeling.serving.run import simulate_rows
 
-# The simulated column of each ITL statistic a source measured.
-ITL_OF_STATISTIC = {
-    "median": "itl_p50_s",
-    "mean": "tpot_mean_s",
-    "with_prefill": "latency_per_token_s",
-}
 QUERY = {
     "gpu": "NVIDIA H100 SXM5",
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -77,17 +70,10 @@ def _cells(n: int, *figures: float) -> str:
     return f"{n} | {mdape:.1f} | {bias:.2f} | {prior_mdape:.1f} | {prior_bias:.2f}"
 
 
-def fidelity_table(
-    rows: pd.DataFrame, sim: pd.DataFrame, prior: pd.DataFrame, ttft_statistic: pd.Series
-) -> list[str]:
+def fidelity_table(rows: pd.DataFrame, sim: pd.DataFrame, prior: pd.DataFrame) -> list[str]:
     """One markdown line per (client, engine), then every row together."""
-    kind = pd.Series(itl_statistic(rows["itl_kind"].to_numpy(object)), index=rows.index)
-    sim_itl = pd.Series(np.nan, index=rows.index)
-    for statistic, column in ITL_OF_STATISTIC.items():
-        mine = kind == statistic
-        sim_itl[mine] = sim.loc[mine, column]
-    mean_ttft = rows["client"].map(ttft_statistic).eq("mean")
-    sim_ttft = sim["ttft_p50_s"].where(~mean_ttft, sim["ttft_mean_s"])
+    sim_itl = pd.Series(simulated_itl(rows, sim), index=rows.index)
+    sim_ttft = pd.Series(simulated_ttft(rows, sim), index=rows.index)
     measured_itl_median = pd.Series(median_itl(rows), index=rows.index)
     load = rows["mean_power_w"] / rows["gpu_tdp_w"]
     lines = [
@@ -148,8 +134,7 @@ def main() -> None:
     print(f"  Llama-3.1-8B, 64 users, 1,000 in / 200 out) in {1000 * np.median(times):.0f} ms")
     print("  (median of 5 runs)")
     print()
-    statistic = pd.read_csv(args.data / CLIENTS_FILE).set_index("client")["ttft_statistic"]
-    print("\n".join(fidelity_table(rows, sim, prior, statistic)))
+    print("\n".join(fidelity_table(rows, sim, prior)))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import numpy as np
 
 from wattgpu.arrays import blanks, unique_codes
 from wattgpu.data.clients import CLIENT_FOR_LOAD, clients
+from wattgpu.data.clients import NUMERIC as CLIENT_NUMERIC
 from wattgpu.data.engine_lines import MIN_CONTEXT_BUDGET, POLICIES, engine_lines
 from wattgpu.modeling.physical.operations import Rows, length, values
 from wattgpu.modeling.serving.loop import CLOSED, ONESHOT, POISSON, ROUNDS, Client
@@ -160,17 +161,7 @@ def _harness(rows: Rows, n: int) -> dict[str, np.ndarray]:
     for column in picked.columns:
         values_ = picked[column].to_numpy()
         out[column] = values_[codes] if len(names) else np.empty(0)
-    for column in (
-        "spread",
-        "warmup_per_user",
-        "requests_per_user",
-        "total_requests",
-        "batch_is_max_num_seqs",
-        "max_batched_tokens",
-        "memory_fraction",
-        "chunked_prefill",
-        "host_share",
-    ):
+    for column in CLIENT_NUMERIC:
         out[column] = out[column].astype(float)
     return out
 
