@@ -145,7 +145,7 @@ MEASUREMENT_NUMERIC = ("mean_power_w", "itl_s")
 # (column, min, max) for expect_column_values_to_be_between, bounds inclusive.
 GPU_RANGES = (
     ("release_year", 2015, 2030),
-    ("memory_gb", 4, 300),
+    ("memory_gb", 8, 300),  # the catalogue holds GPUs of 8 GB and more (issue 59)
     ("memory_bandwidth_gb_s", 100, 20000),
     ("fp16_tensor_tflops", 5, 5000),
     ("fp32_tflops", 1, 1000),
