@@ -141,7 +141,8 @@ def chart(table: pd.DataFrame, itl_slo_ms: float | None) -> Any:
     ax.set_title(f"{request.get('model', '')}: ITL against power per GPU", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    named = (shown["rank"] <= LABELLED_RANKS).to_numpy(bool) | shown["pareto"].to_numpy(bool)
+    named = (shown["rank"] <= LABELLED_RANKS).fillna(False).to_numpy(bool)
+    named |= shown["pareto"].to_numpy(bool)
     _label(fig, ax, shown[named], shown)
     return fig
 
@@ -193,7 +194,8 @@ def _label(fig: Any, ax: Any, rows: pd.DataFrame, points: pd.DataFrame) -> list[
 
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    xy = zip(points["power_w"], points["itl_ms"], points["rank"] == 1, strict=True)
+    best_point = (points["rank"] == 1).fillna(False)
+    xy = zip(points["power_w"], points["itl_ms"], best_point, strict=True)
     # a point's marker; the best one's star is larger
     dots = [_box_around(*ax.transData.transform((x, y)), 12 if best else 3) for x, y, best in xy]
     placed: list[Any] = []
