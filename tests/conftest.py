@@ -38,6 +38,10 @@ LONGEST_FIRST = (
     "test_served_virtualenv.py",
     "test_killed_tuning.py",
     "test_registry.py",
+    # each trains a store of its own in its worker, then serves it
+    "test_ttft_serving.py",
+    "test_serving.py",
+    "test_recommend.py",
     "test_validation.py",
 )
 
