@@ -70,6 +70,7 @@ import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 from tqdm import tqdm
 
+from wattgpu.config import DEFAULT_PRIOR, PRIORS
 from wattgpu.lifecycle.tuning import tuner
 from wattgpu.modeling.learning import side_by_side
 from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
@@ -105,8 +106,8 @@ from wattgpu.modeling.learning.splits import (
 )
 from wattgpu.modeling.learning.uncertainty import COVERAGE
 from wattgpu.modeling.metrics import workload_labels
-from wattgpu.modeling.physical.prior import refit_prior_for
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, TARGETS, rows_with_target
+from wattgpu.modeling.serving.prior import fit_simulated_prior, refit_for
 
 METHODS = (
     "catboost",
@@ -230,6 +231,7 @@ def run(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     recipe: str = DEFAULT_RECIPE,
+    prior: str = DEFAULT_PRIOR,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]], pd.DataFrame]:
     """The accuracy table (``TABLE_COLUMNS``) of ``methods`` on ``rows``, the tuned params, and
     the model's interval figures on each held-out GPU and scenario (LOGO).
@@ -243,6 +245,9 @@ def run(
         seed: seeds folds, samplers and models.
         progress: called with a short label after each nested study and each paper fit.
         recipe: the models' recipe (``full``, what the main job serves, or ``fast``).
+        prior: what the models learn a correction to (``closed-form`` or ``simulated``; on the
+            simulated prior, ``rows`` hold each ITL as the median by their own simulation, as
+            ``main`` makes them with ``fit_simulated_prior``).
 
     """
     records: list[dict[str, Any]] = []
@@ -250,7 +255,7 @@ def run(
     cells: list[pd.DataFrame] = []
     for target in targets:
         data = rows_with_target(target, rows)
-        chosen_recipe = recipe_of(target, recipe)
+        chosen_recipe = recipe_of(target, recipe, prior)
         baseline = baseline_predictions(target, data)
         oofs: dict[str, pd.DataFrame] = {}
         model_records: dict[str, list[dict[str, Any]]] = {}
@@ -263,12 +268,17 @@ def run(
                     chosen_recipe,
                     data,
                     split,
-                    tuner(chosen_recipe, trials=trials, seed=seed, prepare=refit_prior_for(target)),
+                    tuner(
+                        chosen_recipe,
+                        trials=trials,
+                        seed=seed,
+                        prepare=refit_for(target, prior),
+                    ),
                     seed=seed,
                     on_study_done=(lambda t=target, s=split: progress(f"{t} {s} catboost"))
                     if progress
                     else None,
-                    prepare=refit_prior_for(target),
+                    prepare=refit_for(target, prior),
                 )
                 oofs[split] = oof
                 model_records[split] = scored(oof, "catboost", target, split)
@@ -327,7 +337,7 @@ def prior_out_of_fold(recipe: Any, data: pd.DataFrame, split: str, seed: int) ->
     with it (``predict_folds`` returns the prior beside the model's answers).
     """
     folds = list(split_indices(data, split, seed=seed))
-    prepare = refit_prior_for(recipe.target)
+    prepare = refit_for(recipe.target, recipe.prior)
     return predict_folds(recipe, data, folds, [None] * len(folds), seed=seed, prepare=prepare)
 
 
@@ -634,6 +644,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--recipe", choices=RECIPES, default=DEFAULT_RECIPE)
+    parser.add_argument("--prior", choices=PRIORS, default=DEFAULT_PRIOR)
     return parser.parse_args(argv)
 
 
@@ -671,7 +682,7 @@ def steps_needed(args: argparse.Namespace, rows: pd.DataFrame) -> int:
             if not can_split(data, s):
                 continue
             if "catboost" in args.methods:
-                total += studies_needed(recipe_of(t, args.recipe), data, s)
+                total += studies_needed(recipe_of(t, args.recipe, args.prior), data, s)
             total += "xgboost-paper" in args.methods and t in PAPER_RECIPE
     return total
 
@@ -699,6 +710,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"- command: {command}",
     ]
     _, rows, _, files = load_measured(args)
+    if args.prior != DEFAULT_PRIOR:  # each measured ITL as the median by its own simulation
+        rows, _ = fit_simulated_prior(rows)
     lines.append("- measurements: " + ", ".join(f.name for f in files))
     print("\n".join(lines), flush=True)
     for target in args.targets:
@@ -718,6 +731,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         trials=trials,
         seed=args.seed,
         recipe=args.recipe,
+        prior=args.prior,
         progress=advance,
     )
     bar.close()

@@ -18,6 +18,7 @@ from wattgpu.modeling.physical.prior import (
     refit_prior,
     refit_prior_for,
 )
+from wattgpu.modeling.serving.prior import refit_for
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +206,19 @@ def test_ttft_terms_are_a_fixed_cost_and_a_scale_fitted_on_measured_ttfts():
     assert terms.overhead_s == pytest.approx(0.1, rel=0.05)
     assert terms.prefill_scale == pytest.approx(5.0, rel=0.03)
     assert fit_ttft_terms(rows.iloc[:19]).prefill_scale == 1.0  # fewer than 20 rows: none
+
+
+def test_the_held_out_side_never_moves_the_simulated_prior_either(generated):
+    gpus = sorted(generated["gpu"].unique())
+    # a few rows each side: every row's serving loop is simulated
+    train = generated[generated["gpu"] != gpus[0]].iloc[::40]
+    test = generated[generated["gpu"] == gpus[0]].iloc[::20]
+    scrambled = test.assign(mean_power_w=test["mean_power_w"] * 3.0, itl_s=test["itl_s"] / 5.0)
+    simulated = refit_for("itl", "simulated")
+    _, before = simulated(train, test)
+    _, after = simulated(train, scrambled)
+    for column in ("prior_power_cpu_w", "prior_itl_s", "prior_ttft_s"):
+        np.testing.assert_array_equal(before[column], after[column])
+    # and it is another prior than the closed form's
+    _, closed = refit_for("itl")(train, test)
+    assert not np.allclose(before["prior_itl_s"], closed["prior_itl_s"])

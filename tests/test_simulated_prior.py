@@ -1,4 +1,5 @@
-"""The simulated prior's terms (modeling/serving/prior.py), fitted on rows built by hand."""
+"""The simulated prior (modeling/serving/prior.py): its terms fitted on rows built by hand, and
+the rows it puts on that prior."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.serving.prior import fit_terms, simulated_prior
+from wattgpu.errors import ConfigError
+from wattgpu.modeling.learning.recipe import recipe_of
+from wattgpu.modeling.serving.prior import SimulatedTerms, fit_terms, with_simulated_prior
 
 
 def rows_and_simulation(n_v1: int = 20, n_tgi: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -29,6 +32,12 @@ def rows_and_simulation(n_v1: int = 20, n_tgi: int = 2) -> tuple[pd.DataFrame, p
             "gpu_tdp_w": 700.0,
             # power = TDP x (0.1 + 0.9 x min(1, 1.0 x busy)) with busy 0.2 ... 0.9
             "mean_power_w": 700.0 * (0.1 + 0.9 * np.linspace(0.2, 0.9, n)),
+            # the closed form's columns, which a row keeps where its simulation has no answer
+            "itl_median_s": np.where(v1, 2.0, 4.0) * sim_gap,
+            "prior_itl_s": 0.05,
+            "prior_ttft_s": 0.5,
+            "prior_power_w": 350.0,
+            "prior_power_cpu_w": 300.0,
         }
     )
     sim = pd.DataFrame(
@@ -51,7 +60,7 @@ def test_an_engine_line_with_enough_rows_gets_its_own_scale_and_a_small_one_the_
     assert terms.itl_scale == {"": 2.0, "vllm-v1": 2.0}
     # TTFT in each client's statistic: 0.8 / 0.4 (the mean) on vllm-v1, 0.3 / 0.3 on tgi
     assert terms.ttft_scale == {"": 2.0, "vllm-v1": 2.0}
-    answer = simulated_prior(rows, sim, terms)
+    answer = with_simulated_prior(rows, sim, terms)
     # tgi's rows take the pooled scale: 2 x their simulated gap, half what they measured
     np.testing.assert_allclose(answer["prior_itl_s"][-2:], 2.0 * sim["itl_p50_s"][-2:])
     np.testing.assert_allclose(answer["prior_ttft_s"][:2], [0.8, 0.8])
@@ -61,6 +70,43 @@ def test_power_terms_recover_the_idle_share_and_busy_weight_that_made_the_rows()
     rows, sim = rows_and_simulation()
     terms = fit_terms(rows, sim)
     assert (terms.idle_share, terms.busy_weight) == (pytest.approx(0.1), pytest.approx(1.0))
-    answer = simulated_prior(rows, sim, terms)
-    # the busiest row: 700 x (0.1 + 0.9 x 0.9) = 637 W
-    assert answer["prior_power_w"][-1] == pytest.approx(637.0)
+    answer = with_simulated_prior(rows, sim, terms)
+    # the busiest row: 700 x (0.1 + 0.9 x 0.9) = 637 W, and the power target is relative to it
+    assert answer["prior_power_w"].iloc[-1] == pytest.approx(637.0)
+    assert answer["prior_power_cpu_w"].iloc[-1] == pytest.approx(637.0)
+    assert answer["log_prior_power_tdp"].iloc[-1] == pytest.approx(np.log(637.0 / 700.0))
+
+
+def test_a_mean_tpot_becomes_the_median_gap_by_its_own_simulation_and_a_blank_one_stays():
+    rows, sim = rows_and_simulation()
+    rows["itl_kind"] = ["mean tpot"] * (len(rows) - 1) + ["median gap"]
+    # every row's simulated mean TPOT is 1.25 x its simulated median gap: a measured mean of
+    # 25 ms is a median of 20 ms
+    sim["tpot_mean_s"] = 1.25 * sim["itl_p50_s"]
+    rows["itl_s"] = 0.025
+    sim.loc[0, ["itl_p50_s", "tpot_mean_s", "ttft_mean_s", "busy_share"]] = np.nan
+    terms = SimulatedTerms({"": 2.0}, {"": 3.0}, idle_share=0.1, busy_weight=1.0)
+    answer = with_simulated_prior(rows, sim, terms)
+    np.testing.assert_allclose(answer["itl_median_s"][1:-1], 0.020)
+    assert answer["itl_median_s"].iloc[-1] == pytest.approx(0.025)  # measured as the median
+    np.testing.assert_allclose(answer["prior_itl_s"][1:], 2.0 * sim["itl_p50_s"][1:])
+    # row 0's loop gave nothing: the closed form's columns stay
+    first = answer.iloc[0]
+    assert (first["itl_median_s"], first["prior_itl_s"]) == (rows["itl_median_s"][0], 0.05)
+    assert (first["prior_ttft_s"], first["prior_power_cpu_w"]) == (0.5, 350.0)
+
+
+def test_a_recipe_on_an_unknown_prior_is_refused_in_one_line():
+    assert recipe_of("itl", "fast", "simulated").prior == "simulated"
+    assert recipe_of("itl", "fast").prior == "closed-form"
+    with pytest.raises(ConfigError, match="^prior must be one of closed-form, simulated; got 'x'$"):
+        recipe_of("itl", "fast", "x")
+
+
+def test_the_terms_survive_a_model_cards_json():
+    from wattgpu.modeling.answering.card import ModelCard
+
+    terms = SimulatedTerms({"": 2.0, "tgi": 1.5}, {"": 3.0}, idle_share=0.12, busy_weight=0.9)
+    card = ModelCard.from_json(ModelCard("itl", {}, simulated_prior=terms.to_dict()).to_json())
+    assert SimulatedTerms.from_dict(card.simulated_prior) == terms
+    assert "simulated_prior" not in ModelCard("itl", {}).to_dict()  # the closed form's card

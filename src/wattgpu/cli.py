@@ -33,7 +33,7 @@ from wattgpu.cli_options import (
     whole_number,
     yes_no_option,
 )
-from wattgpu.config import MLFLOW_JOB_RUNNERS, RECIPES, load_settings
+from wattgpu.config import DEFAULT_PRIOR, MLFLOW_JOB_RUNNERS, PRIORS, RECIPES, load_settings
 from wattgpu.errors import QueryError, WattgpuError, listing
 from wattgpu.modeling.physical.targets import TARGETS
 
@@ -129,6 +129,15 @@ def _tune_options(func: Any) -> Any:
             "full).",
         ),
         click.option(
+            "--prior",
+            type=Blankable(click.Choice(PRIORS)),
+            metavar=f"[{'|'.join(PRIORS)}]",
+            default=None,
+            help="What the models learn a correction to: closed-form (the analytical serving "
+            "regimes, the served default) or simulated (each row's serving loop simulated, "
+            "slower; docs/model.md compares them).",
+        ),
+        click.option(
             "--trials",
             type=whole_number(minimum=1),
             default=10,
@@ -178,6 +187,7 @@ def tune(
     state: CliState,
     target: str,
     recipe: str | None,
+    prior: str | None,
     trials: int,
     time_budget: float,
     storage: str | None,
@@ -194,6 +204,7 @@ def tune(
             state.settings,
             target,
             recipe=recipe,
+            prior=prior or DEFAULT_PRIOR,
             data_paths=list(data) or None,
             trials=trials,
             timeout=time_budget or None,
@@ -223,6 +234,7 @@ def tune(
 def main_job(
     state: CliState,
     recipe: str | None,
+    prior: str | None,
     trials: int,
     time_budget: float,
     storage: str | None,
@@ -245,6 +257,7 @@ def main_job(
     pipeline.main_job(
         state.settings,
         recipe=recipe,
+        prior=prior or DEFAULT_PRIOR,
         data_paths=list(data) or None,
         trials=trials,
         timeout=time_budget or None,

@@ -36,6 +36,10 @@ DEFAULT_HOME = Path("~/.wattgpu")
 RECIPES = ("full", "fast")
 """How models are built (``modeling.learning.recipe``): full, as served, or fast, for tests."""
 DEFAULT_RECIPE = "full"
+# What a recipe's targets are relative to (``modeling.serving.prior``): the closed-form serving
+# regimes or each row's serving loop simulated; the first is the default.
+PRIORS = ("closed-form", "simulated")
+DEFAULT_PRIOR = PRIORS[0]
 """The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
 MLFLOW_JOB_RUNNERS = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 """MLflow's switch of the job runners its tracking server starts (five processes in 3.17), which

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from wattgpu import __version__
-from wattgpu.config import DEFAULT_RECIPE, Settings
+from wattgpu.config import DEFAULT_PRIOR, DEFAULT_RECIPE, Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import (
     PROVENANCE_COLUMNS,
@@ -73,7 +73,6 @@ from wattgpu.modeling.learning.uncertainty import (
     with_held_out_analogs,
 )
 from wattgpu.modeling.physical.features import FEATURE_COLUMNS, build_features
-from wattgpu.modeling.physical.prior import refit_prior_for
 from wattgpu.modeling.physical.targets import (
     OPTIONAL_TARGETS,
     SOURCE_COLUMN,
@@ -81,6 +80,7 @@ from wattgpu.modeling.physical.targets import (
     check_target,
     rows_with_target,
 )
+from wattgpu.modeling.serving.prior import fit_simulated_prior, refit_for
 
 # The main job's targets, on threads of their own, log their models one at a time: MLflow's
 # models-from-code sets the model being logged in a process-wide variable.
@@ -138,11 +138,14 @@ class Groundwork:
     Attributes:
         rows: the target's training rows (``training_rows``).
         folds: the study's folds of them, each with its prior refitted on its training side.
+        simulated_prior: a simulated prior's terms, fitted on every row (``rows`` are on it);
+            empty on the closed-form prior.
 
     """
 
     rows: pd.DataFrame
     folds: PreparedSplit
+    simulated_prior: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -232,10 +235,12 @@ def lay_groundwork(job: Job, seed: int) -> Groundwork:
 
     """
     rows = training_rows(job.target, job.data)
-    folds = prepare_split(
-        job.recipe, rows, tuning.OBJECTIVE_SPLIT, seed, refit_prior_for(job.target)
-    )
-    return Groundwork(rows, folds)
+    refit = refit_for(job.target, job.recipe.prior)
+    folds = prepare_split(job.recipe, rows, tuning.OBJECTIVE_SPLIT, seed, refit)
+    if job.recipe.prior == DEFAULT_PRIOR:
+        return Groundwork(rows, folds)
+    rows, terms = fit_simulated_prior(rows)  # the served model's, on every row
+    return Groundwork(rows, folds, terms.to_dict())
 
 
 def tune(
@@ -243,6 +248,7 @@ def tune(
     target: str,
     *,
     recipe: str | None = None,
+    prior: str = DEFAULT_PRIOR,
     data_paths: list[Path] | None = None,
     trials: int = 10,
     timeout: float | None = None,
@@ -272,6 +278,7 @@ def tune(
         settings,
         target,
         recipe=recipe or settings.recipe,
+        prior=prior,
         data=None,
         data_paths=data_paths,
         storage=storage,
@@ -345,7 +352,10 @@ def run_job(
         bounds = fit_bounds(job.recipe, rows, oof, seed)  # on a worker, beside the checks
         assessment = check_held_out(job.recipe, rows, table, oof, seed=seed)
         log_assessment(target, assessment)
-        package(job, rows, params, assessment, served=served, bounds=bounds)
+        package(
+            job, rows, params, assessment,
+            served=served, bounds=bounds, simulated_prior=ready.simulated_prior,
+        )  # fmt: skip
     if launcher_run_id:
         tracking.tag_run(launcher_run_id, {f"wattgpu.{target}_run_id": run_id})
     return TuneResult(run_id, assessment.table, params, float(study.best_value), len(rows))
@@ -376,6 +386,7 @@ def main_job(
     settings: Settings,
     *,
     recipe: str | None = None,
+    prior: str = DEFAULT_PRIOR,
     data_paths: list[Path] | None = None,
     trials: int = 10,
     timeout: float | None = None,
@@ -390,21 +401,20 @@ def main_job(
 ) -> dict[str, TuneResult]:
     """The main job: validate the data once, then tune, evaluate, register every target.
 
-    ``recipe`` defaults to the settings' (``full`` unless ``WATTGPU_RECIPE`` says).
-    The targets run side by side, each as ``tune`` runs it, on threads sharing the workers;
-    each lays its groundwork while the data is validated (``lay_groundwork``).
-    A target's new version is registered (alias ``challenger``) and, when the target has no
+    ``recipe`` defaults to the settings' (``full`` unless ``WATTGPU_RECIPE`` says); ``prior``:
+    what the targets are relative to. The targets run side by side as ``tune`` runs each, on
+    threads sharing the workers, each laying its groundwork while the data is validated. A
+    target's new version is registered (alias ``challenger``) and, when the target has no
     production version yet, promoted to production. TTFT (``OPTIONAL_TARGETS``) is skipped when
-    the data holds no measured value of it; a target whose study is already complete is
-    skipped too. ``notify`` hears each step in one line (``verbose``: and each target's
-    evaluation table); a progress bar per target's study shows on a terminal while it runs
-    (``verbose``: the evaluation's too, and they stay).
+    the data holds no measured value of it, a target whose study is complete too. ``notify``
+    hears each step in one line (``verbose``: and each target's evaluation table); a progress
+    bar per target's study shows on a terminal (``verbose``: the evaluation's too, and stay).
 
     Returns:
         The result of each target that was tuned.
 
     Raises:
-        ConfigError: an unknown recipe, an unreachable store or storage (nothing was run).
+        ConfigError: an unknown recipe or prior, an unreachable store or storage (nothing run).
         ValidationFailed: the data broke an expectation (each target's run is logged as
             FAILED with the report; nothing was trained).
         Exception: a target's error, once all have ended (``side_by_side_targets``).
@@ -412,7 +422,7 @@ def main_job(
     """
     say = _between_bars(notify or (lambda _line: None))
     recipe = recipe or settings.recipe
-    recipe_of(TARGETS[0], recipe)  # an unknown recipe fails before anything is read
+    recipe_of(TARGETS[0], recipe, prior)  # an unknown recipe or prior fails before any read
     promotion_lock.configure(settings.promotion_lease_s)
     side_by_side.warm_up()  # the workers start while the data is read
     data = load_data(settings, data_paths)
@@ -442,7 +452,7 @@ def main_job(
             name = f"{study_name}-{target}" if study_name else None
             with _skipped_when_complete(say):
                 jobs[target] = prepare(
-                    settings, target, recipe=recipe, data=data, data_paths=data_paths,
+                    settings, target, recipe=recipe, prior=prior, data=data, data_paths=data_paths,
                     storage=storage, study_name=name, trials=trials, seed=seed, notify=say,
                 )  # fmt: skip
         if not jobs:
@@ -525,6 +535,7 @@ def prepare(
     target: str,
     *,
     recipe: str,
+    prior: str = DEFAULT_PRIOR,
     data: TrainingData | None,
     data_paths: list[Path] | None,
     storage: str | None,
@@ -551,7 +562,7 @@ def prepare(
             store a finished run of it.
 
     """
-    chosen = recipe_of(target, recipe)
+    chosen = recipe_of(target, recipe, prior)
     if trials < 1:
         raise ConfigError(f"trials must be at least 1; got {trials}")
     tracking.configure(settings.tracking_uri)
@@ -559,6 +570,7 @@ def prepare(
     data = data or load_data(settings, data_paths)
     storage = storage or settings.optuna_storage
     kind = "" if recipe == DEFAULT_RECIPE else f"{recipe}-"
+    kind += "" if prior == DEFAULT_PRIOR else f"{prior}-"  # its trials answer other targets
     study_name = study_name or f"wattgpu-{target}-{kind}{data.data_hash[:10]}"
     settings.make_home_for(storage)  # whichever store variables are set, the defaults' folder
     study = tuning.open_study(storage, study_name, chosen, seed)
@@ -696,7 +708,7 @@ def search(
         on_trial_done=lambda: bar.update(1),
         worker=job.worker,
         best=best,
-        prepare=refit_prior_for(job.target),
+        prepare=refit_for(job.target, job.recipe.prior),
         ready=ready,
     )
     bar.close()
@@ -723,7 +735,7 @@ def evaluate_tuned(
     """Evaluate ``params`` on every split: the table and the out-of-fold predictions per split.
 
     Nothing is logged. Every fold's analytical prior (constants and engine floors) is refitted
-    on its training side (``prior.refit_prior_for``), as in the study. ``known``: out-of-fold
+    on its training side (``serving.prior.refit_for``), as in the study. ``known``: out-of-fold
     predictions of ``params`` already made so (``evaluation.evaluate``).
     """
     bar = tqdm(
@@ -739,7 +751,7 @@ def evaluate_tuned(
         seed=seed,
         progress=lambda: bar.update(1),
         known=known,
-        prepare=refit_prior_for(recipe.target),
+        prepare=refit_for(recipe.target, recipe.prior),
     )
     bar.close()
     return table, oof
@@ -807,11 +819,14 @@ def package(
     *,
     served: Callable[[], models.Regressor],
     bounds: Callable[[], IntervalModel],
+    simulated_prior: dict[str, Any] | None = None,
 ) -> str:
     """Log the served model and its intervals as a pyfunc; return its URI.
 
     ``served`` and ``bounds`` wait for their fits on every row, started on the workers while the
-    model was assessed (``fit_served``, ``fit_bounds``). A job stopped by Ctrl-C packages nothing.
+    model was assessed (``fit_served``, ``fit_bounds``). ``simulated_prior``: its terms, which
+    the served model applies to each query, on that prior. A job stopped by Ctrl-C packages
+    nothing.
     """
     side_by_side.refuse_when_stopped()
     model = served()
@@ -821,7 +836,7 @@ def package(
         "plots/feature_importance.png",
     )
     intervals = bounds()
-    card = model_card(job, rows, params, assessment, intervals)
+    card = model_card(job, rows, params, assessment, intervals, simulated_prior or {})
     tracking.log_dict(card.to_dict(), "model_metadata.json")
     with _PACKAGING:
         uri = pyfunc.log_pyfunc(model, intervals, job.data.catalog, card)
@@ -836,6 +851,7 @@ def model_card(
     params: dict[str, Any],
     assessment: Assessment,
     bounds: IntervalModel,
+    simulated_prior: dict[str, Any] | None = None,
 ) -> ModelCard:
     """What the served model carries about itself (``model_metadata.json`` and the pyfunc).
 
@@ -860,6 +876,7 @@ def model_card(
         interval_held_out=assessment.intervals.by_split,
         interval_not_validated=tuple(not_validated_notes(bounds)),
         wattgpu_version=__version__,
+        simulated_prior=simulated_prior or {},
     )
 
 

@@ -123,6 +123,9 @@ class ModelCard:
             between two tokens of one request).
         familiarity: the ranges and engines the members were trained on, which shrink a far
             query's correction (``modeling.learning.novelty``; packaging).
+        simulated_prior: on a recipe of the simulated prior, its terms fitted on every training
+            row (``modeling.serving.prior.SimulatedTerms``), which each query's prior takes;
+            empty: the closed-form prior.
 
     """
 
@@ -143,6 +146,7 @@ class ModelCard:
     interval: IntervalSpec | None = None
     statistic: str = ""
     familiarity: dict[str, Any] = field(default_factory=dict)
+    simulated_prior: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.statistic:
@@ -151,7 +155,7 @@ class ModelCard:
     def to_dict(self) -> dict[str, Any]:
         """The card as plain JSON values; packaging fields only once they are filled in."""
         out = asdict(self)
-        for name in ("members", "query_fields", "interval", "familiarity"):
+        for name in ("members", "query_fields", "interval", "familiarity", "simulated_prior"):
             if not out[name]:
                 del out[name]
         return out

@@ -27,6 +27,7 @@ from wattgpu.modeling.learning.uncertainty import (
 )
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
+from wattgpu.modeling.serving.prior import SimulatedTerms, on_simulated_prior
 
 # The load of each query, echoed in the answer so that rows are told apart (after defaults:
 # what the prediction assumed; batch_size stays blank where the engine chooses).
@@ -107,6 +108,9 @@ def answer_columns(
     """``predict_queries``' answer as columns (``output_columns``, in order), not yet framed."""
     target = card.target
     rows = build_features(check_query_columns(queries, catalog), catalog)
+    if card.simulated_prior:  # a model of the simulated prior answers on it
+        terms = SimulatedTerms.from_dict(card.simulated_prior)
+        rows = on_simulated_prior(rows, terms, ~cannot_run(rows))
     found = find_in(model.evidence, rows)  # None: a model logged before the analogs
     rows = attach(rows, found)
     pools = models.Pools(target, rows)  # the members and the interval share their inputs

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wattgpu.config import DEFAULT_RECIPE, RECIPES
+from wattgpu.config import DEFAULT_PRIOR, DEFAULT_RECIPE, RECIPES
 from wattgpu.errors import ConfigError
 from wattgpu.modeling.learning.splits import DEFAULT_FOLDS, Folds
 from wattgpu.modeling.physical.features import (
@@ -29,6 +29,7 @@ from wattgpu.modeling.physical.features import (
     RAW_GPU_SPECS,
 )
 from wattgpu.modeling.physical.targets import check_target
+from wattgpu.modeling.serving.prior import check_prior
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ class Recipe:
             their ranges, one per unseen engine) at which a query's learnt correction keeps 1/e
             of itself; infinite keeps it whole.
         analogs: whether the answer leans on measured analogs (``analogs.blended``).
+        prior: what the targets are relative to (``modeling.serving.prior.PRIORS``): the
+            closed-form serving regimes (the default) or each row's serving loop simulated.
 
     """
 
@@ -105,6 +108,7 @@ class Recipe:
     interval_checks: tuple[str, ...]
     novelty_scale: float = math.inf
     analogs: bool = True
+    prior: str = DEFAULT_PRIOR
 
     def catboost_params(self, tuned: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """A fit's settings: the defaults, overridden by the fixed and ``tuned``.
@@ -292,14 +296,15 @@ _OWN_PRUNING: dict[tuple[str, str], Pruning] = {
 _OWN_DEFAULTS: dict[tuple[str, str], Mapping[str, Any]] = {("full", "itl"): {"iterations": 200}}
 
 
-def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
-    """The recipe ``name`` (``full`` or ``fast``) of ``target``.
+def recipe_of(target: str, name: str = DEFAULT_RECIPE, prior: str = DEFAULT_PRIOR) -> Recipe:
+    """The recipe ``name`` (``full`` or ``fast``) of ``target``, on ``prior``.
 
     Raises:
-        ConfigError: an unknown target or recipe name.
+        ConfigError: an unknown target, recipe name or prior.
 
     """
     check_target(target)
+    check_prior(prior)
     if name not in _SETTINGS:
         raise ConfigError(f"recipe must be one of {', '.join(RECIPES)}; got {name!r}")
     settings = dict(_SETTINGS[name])
@@ -316,5 +321,6 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE) -> Recipe:
         fixed_params={**_FIXED, **_OWN_FIXED[target]},
         novelty_scale=NOVELTY_SCALE[target],
         analogs=LEANS_ON_ANALOGS[target],
+        prior=prior,
         **settings,
     )

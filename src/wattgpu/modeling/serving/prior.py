@@ -13,18 +13,35 @@ the terms fitted on a fold's training rows are few:
 * power per GPU ``idle + (TDP - idle) x min(1, weight x busy)``, ``busy`` the simulated GPUs'
   busy share of the measured window, ``idle = idle_share x TDP``: the two numbers on a grid.
 
-Pure; ``modeling.serving.run.simulate_rows`` gives the simulation.
+As a recipe's prior (``PRIORS``; ``closed-form``, the analytical serving regimes of
+``physical.physics``, is the default): a fold's rows get the closed-form columns first (the
+features the trees read beside the prior: concurrency, prefill share, bandwidth latency), then
+the simulated prior replaces the prior's own columns (``with_simulated_prior``), its simulation at
+the fold's fitted constants. A measured ITL in another statistic than the median gap becomes the
+median by the simulation's own ratio of the two (like with like: the ITL target is then the
+measurement over the simulation of the same statistic). Where a row's loop cannot be simulated
+(no finite answer) the closed form stays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from wattgpu.config import DEFAULT_PRIOR, PRIORS
 from wattgpu.data.clients import clients
-from wattgpu.modeling.physical.features import itl_statistic
+from wattgpu.errors import ConfigError
+from wattgpu.modeling.physical.features import columns_of, itl_statistic
+from wattgpu.modeling.physical.operations import Rows, length
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.physical.prior import fit_constants, refit_prior, refit_prior_for
+from wattgpu.modeling.serving.loop import STATISTICS
+from wattgpu.modeling.serving.run import simulate_rows
 from wattgpu.modeling.serving.workload import client_names, engine_line_names
 
 # The simulated column of each ITL statistic a source measured (``features.ITL_STATISTICS``).
@@ -57,19 +74,42 @@ class SimulatedTerms:
     idle_share: float
     busy_weight: float
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values (a served model's card carries them)."""
+        return asdict(self)
 
-def simulated_itl(rows: pd.DataFrame, sim: pd.DataFrame) -> np.ndarray:
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SimulatedTerms:
+        """Terms from ``to_dict``'s values."""
+        return cls(
+            itl_scale={str(k): float(v) for k, v in data["itl_scale"].items()},
+            ttft_scale={str(k): float(v) for k, v in data["ttft_scale"].items()},
+            idle_share=float(data["idle_share"]),
+            busy_weight=float(data["busy_weight"]),
+        )
+
+
+def check_prior(prior: str) -> str:
+    """``prior`` if it is one of ``PRIORS``, else ``ConfigError`` naming them."""
+    if prior not in PRIORS:
+        raise ConfigError(f"prior must be one of {', '.join(PRIORS)}; got {prior!r}")
+    return prior
+
+
+def simulated_itl(rows: Rows, sim: pd.DataFrame) -> np.ndarray:
     """Each row's simulated ITL in the statistic its ``itl_kind`` names (blank: the median)."""
-    kinds = itl_statistic(rows["itl_kind"].to_numpy(object)) if "itl_kind" in rows else None
-    kinds = np.asarray(kinds if kinds is not None else ["median"] * len(rows), dtype=object)
-    out = np.full(len(rows), np.nan)
+    n = length(rows)
+    stated = "itl_kind" in rows
+    kinds = itl_statistic(np.asarray(rows["itl_kind"], dtype=object)) if stated else ["median"] * n
+    kinds = np.asarray(kinds, dtype=object)
+    out = np.full(n, np.nan)
     for statistic, column in ITL_OF_STATISTIC.items():
         mine = kinds == statistic
         out[mine] = sim[column].to_numpy(float)[mine]
     return out
 
 
-def simulated_ttft(rows: pd.DataFrame, sim: pd.DataFrame) -> np.ndarray:
+def simulated_ttft(rows: Rows, sim: pd.DataFrame) -> np.ndarray:
     """Each row's simulated TTFT in the statistic its client reports."""
     statistic = clients().table["ttft_statistic"]
     named = [str(name) for name in client_names(rows)]
@@ -94,11 +134,9 @@ def _scaled(scales: dict[str, float], lines: np.ndarray, simulated: np.ndarray) 
     return simulated * np.array([scales.get(str(line), scales[""]) for line in lines])
 
 
-def power_prior(
-    rows: pd.DataFrame, sim: pd.DataFrame, idle_share: float, busy_weight: float
-) -> np.ndarray:
+def power_prior(rows: Rows, sim: pd.DataFrame, idle_share: float, busy_weight: float) -> np.ndarray:
     """Power per GPU from the simulated busy share, W (never above TDP)."""
-    tdp = rows["gpu_tdp_w"].to_numpy(float)
+    tdp = np.asarray(rows["gpu_tdp_w"], dtype=float)
     busy = sim["busy_share"].to_numpy(float)
     return tdp * (idle_share + (1.0 - idle_share) * np.minimum(busy_weight * busy, 1.0))
 
@@ -127,13 +165,94 @@ def fit_terms(train: pd.DataFrame, sim: pd.DataFrame) -> SimulatedTerms:
     return SimulatedTerms(itl, ttft, idle, weight)
 
 
-def simulated_prior(
-    rows: pd.DataFrame, sim: pd.DataFrame, terms: SimulatedTerms
-) -> dict[str, np.ndarray]:
-    """``prior_itl_s``, ``prior_ttft_s`` and ``prior_power_w`` of rows from their simulation."""
+def with_simulated_prior(rows: Rows, sim: pd.DataFrame, terms: SimulatedTerms) -> Rows:
+    """``rows`` (with the closed-form prior's columns) with the simulated prior in their place.
+
+    Replaced where the simulation answers: ``prior_itl_s`` (the median gap, the served
+    statistic), ``prior_ttft_s``, ``prior_power_w`` and the power the target is relative to
+    (``prior_power_cpu_w``: the simulation already holds the host's time, so both are one), their
+    log features, and ``itl_median_s`` (the measured ITL as the median gap, by the simulation's
+    own median over the statistic the row measured). A frame or columns, as given.
+    """
+    out = columns_of(rows)  # a new mapping: ``rows`` stays as it was
     lines = engine_line_names(rows)
-    return {
-        "prior_itl_s": _scaled(terms.itl_scale, lines, simulated_itl(rows, sim)),
-        "prior_ttft_s": _scaled(terms.ttft_scale, lines, simulated_ttft(rows, sim)),
-        "prior_power_w": power_prior(rows, sim, terms.idle_share, terms.busy_weight),
-    }
+    simulated_median = sim["itl_p50_s"].to_numpy(float)
+    median = _scaled(terms.itl_scale, lines, simulated_median)
+    ttft = _scaled(terms.ttft_scale, lines, simulated_ttft(rows, sim))
+    power = power_prior(rows, sim, terms.idle_share, terms.busy_weight)
+    if "itl_s" in out:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = simulated_median / simulated_itl(rows, sim)
+        out["itl_median_s"] = _kept(np.asarray(out["itl_s"], float) * ratio, out["itl_median_s"])
+    out["prior_itl_s"] = _kept(median, out["prior_itl_s"])
+    out["prior_ttft_s"] = _kept(ttft, out["prior_ttft_s"])
+    out["prior_power_w"] = out["prior_power_cpu_w"] = _kept(power, out["prior_power_w"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        power_tdp = np.log(out["prior_power_w"] / np.asarray(out["gpu_tdp_w"], float))
+        itl = np.log(out["prior_itl_s"])
+    out["log_prior_power_tdp"] = out["log_prior_power_cpu_tdp"] = power_tdp
+    out["log_prior_itl_s"] = out["log_prior_itl_cpu_s"] = itl
+    if isinstance(rows, pd.DataFrame):
+        return pd.DataFrame(out, index=rows.index)
+    return out
+
+
+def _kept(simulated: np.ndarray, closed_form: np.ndarray) -> np.ndarray:
+    """The simulated value where it is positive and finite, else the closed form's."""
+    good = np.isfinite(simulated) & (simulated > 0)
+    return np.where(good, simulated, np.asarray(closed_form, dtype=float))
+
+
+def on_simulated_prior(rows: Rows, terms: SimulatedTerms, runs: np.ndarray | None = None) -> Rows:
+    """``rows`` with the simulated prior of ``terms`` (a served model's queries).
+
+    ``runs``: the rows that can run (``answering.domain.cannot_run`` tells the others); the
+    others are not simulated and keep the closed form.
+
+    Raises:
+        QueryError: a row's client or engine knob cannot be run (``serving.checks``).
+
+    """
+    columns = columns_of(rows)
+    n = length(columns)
+    runs = np.flatnonzero(np.ones(n, dtype=bool) if runs is None else runs)
+    sim = pd.DataFrame(np.nan, index=range(n), columns=list(STATISTICS))
+    if len(runs):
+        some = {name: values[runs] for name, values in columns.items()}
+        sim.iloc[runs] = simulate_rows(some).to_numpy(float)
+    return with_simulated_prior(rows, sim, terms)
+
+
+def fit_simulated_prior(
+    rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
+) -> tuple[pd.DataFrame, SimulatedTerms]:
+    """``rows`` with the simulated prior fitted on themselves, and its terms (a served model's)."""
+    sim = simulate_rows(rows, constants)
+    terms = fit_terms(rows, sim)
+    return with_simulated_prior(rows, sim, terms), terms
+
+
+def refit_for(
+    target: str, prior: str = DEFAULT_PRIOR
+) -> Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]:
+    """``target``'s folds' refit on ``prior`` (a fold's ``prepare``; it pickles to the workers).
+
+    ``closed-form``: ``physical.prior.refit_prior``; ``simulated``: ``refit_simulated_prior``.
+    """
+    if check_prior(prior) == DEFAULT_PRIOR:
+        return refit_prior_for(target)
+    return partial(refit_simulated_prior, target=target)
+
+
+def refit_simulated_prior(
+    train: pd.DataFrame, test: pd.DataFrame, target: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both sides of a fold with the simulated prior fitted on ``train`` (as ``refit_prior``).
+
+    The closed form's columns first (``physical.prior.refit_prior``), then both sides simulated
+    at the constants fitted on ``train`` and the terms fitted on its simulation.
+    """
+    train, test = refit_prior(train, test, target)
+    constants = fit_constants(train)
+    fitted, terms = fit_simulated_prior(train, constants)
+    return fitted, with_simulated_prior(test, simulate_rows(test, constants), terms)
