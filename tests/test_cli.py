@@ -276,3 +276,37 @@ def test_predict_options_state_a_server_load_as_concurrent_users():
     ]
     message = "row 0: give request_rate_rps or concurrency for a server, not both"
     assert _in_option_names(message) == "give --rate or --concurrency for a server, not both"
+
+
+def test_predict_options_state_the_client_and_engine_knobs_as_rest_columns():
+    from wattgpu.cli import _in_option_names, _query_from_options
+
+    options = {"gpu": "A10", "llm": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "server"}
+    options |= dict.fromkeys(("rate", "batch_size", "input_tokens", "output_tokens", "engine"))
+    options |= dict.fromkeys(("engine_version", "engine_year", "num_gpus", "dtype"))
+    options |= {"concurrency": 16, "client": "llm-pilot", "max_num_seqs": 8}
+    options |= {"max_batched_tokens": None, "chunked_prefill": "off"}
+    (row,) = _query_from_options(options).to_dict("records")
+    assert {k: row[k] for k in ("client", "max_num_seqs", "chunked_prefill")} == {
+        "client": "llm-pilot",
+        "max_num_seqs": 8,
+        "chunked_prefill": "off",
+    }
+    assert "max_batched_tokens" not in row  # not given: the engine's own
+    message = "row 0: max_batched_tokens must be a whole number from 16 to 1048576; got 8"
+    assert _in_option_names(message) == (
+        "--max-batched-tokens must be a whole number from 16 to 1048576; got 8"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--max-num-seqs", "2.5"), "Invalid value for '--max-num-seqs': '2.5' is not a valid"),
+        (("--chunked-prefill", "maybe"), "Invalid value for '--chunked-prefill': 'maybe' is not"),
+    ],
+)
+def test_engine_knobs_of_the_wrong_kind_are_refused_before_any_model(run, args, expected):
+    result = run("predict", "--gpu", "A10", "--model", "meta-llama/Llama-3.1-8B-Instruct", *args)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: {expected}")

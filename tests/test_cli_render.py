@@ -50,6 +50,15 @@ def test_one_query_is_a_card_with_a_line_per_target_and_a_line_per_warning():
     )
 
 
+def test_a_card_shows_the_client_assumed_and_the_engine_knobs_stated():
+    row = {**A10, "client": "closed", "max_num_seqs": 4.0, "max_batched_tokens": NAN}
+    lines = render_answers(pd.DataFrame([{**row, "chunked_prefill": 0.0}])).splitlines()
+    assert lines[:2] == [
+        "NVIDIA A10 · meta-llama/Llama-3.1-8B-Instruct · server, 16 users · client closed",
+        "  engine: max-num-seqs 4, chunked-prefill off · 512 in / 256 out tokens · 1 GPU",
+    ]
+
+
 def test_one_target_asked_alone_names_its_model_on_each_warning():
     # `--target power` (or `--url`): the model's own rows, with a target and a unit column
     row = {c: A10[c] for c in ("gpu", "model", "scenario", "request_rate_rps", "concurrency")}

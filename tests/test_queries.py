@@ -114,6 +114,22 @@ def test_names_resolve_to_canonical(small_catalog):
         ({"gpu": "x" * 201}, "row 0: gpu must be at most 200 characters; got 201"),
         ({"model": None}, "row 0: model is required"),
         ({"gpu": 7}, "row 0: gpu must be a non-empty string; got 7"),
+        # the engine knobs (issue 57): a range each, chunked prefill on or off
+        ({"max_num_seqs": 0}, "row 0: max_num_seqs must be a whole number from 1 to 65536; got 0"),
+        (
+            {"max_batched_tokens": 8},
+            "row 0: max_batched_tokens must be a whole number from 16 to 1048576; got 8",
+        ),
+        ({"max_num_seqs": "many"}, "row 0: max_num_seqs must be a number; got 'many'"),
+        (
+            {"chunked_prefill": "maybe"},
+            "row 0: chunked_prefill must be on or off (or true/false, 1/0); got 'maybe'",
+        ),
+        (
+            {"chunked_prefill": 2},
+            "row 0: chunked_prefill must be on or off (or true/false, 1/0); got 2",
+        ),
+        ({"client": ""}, "row 0: client must be a non-empty string; got ''"),
     ],
 )
 def test_bad_fields_are_named(small_catalog, change, message):
@@ -221,6 +237,12 @@ def test_every_range_rule_takes_its_bounds_and_refuses_beyond(small_catalog, fie
     if rule.whole:
         with pytest.raises(QueryError, match=f"{field} must be a whole number"):
             check(_row_for(field, rule.low + 1.5), catalog=small_catalog)
+
+
+def test_chunked_prefill_reads_on_off_true_false_and_one_zero(small_catalog):
+    given = ["on", "OFF", True, False, 1, 0.0, None]
+    out = check(*({**OK, "chunked_prefill": v} for v in given), catalog=small_catalog)
+    np.testing.assert_array_equal(out["chunked_prefill"], [1, 0, 1, 0, 1, 0, np.nan])
 
 
 def test_range_messages_by_hand():

@@ -190,6 +190,33 @@ def test_closed_loop_concurrency_is_the_whole_load(small_catalog):
     assert table.attrs["request"]["concurrency"] == 16
 
 
+def test_the_client_and_engine_knobs_reach_every_query_or_are_refused_first(small_catalog):
+    from wattgpu.errors import ConfigError
+
+    asked = []
+
+    def predictor(queries, target):
+        asked.append(queries)
+        return hand_predictor(queries, target).assign(client=queries["client"])
+
+    setup = {"client": "llm-pilot", "max_num_seqs": 8, "chunked_prefill": "off"}
+    table = rec.recommend(
+        LLM_8B, concurrency=16, catalog=small_catalog, predictor=predictor, setup=setup
+    )
+    assert all(list(q["client"]) == ["llm-pilot"] * len(q) for q in asked)
+    assert all(list(q["max_num_seqs"]) == [8.0] * len(q) for q in asked)
+    assert all(list(q["chunked_prefill"]) == [0.0] * len(q) for q in asked)
+    assert {k: table.attrs["request"][k] for k in setup} == {**setup, "chunked_prefill": 0.0}
+    # refused before any prediction: a Poisson client for users, a knob out of its range
+    with pytest.raises(QueryError, match=r"^client 'poisson' sends requests at a rate: give rate"):
+        ask(small_catalog, concurrency=16, setup={"client": "poisson"})
+    with pytest.raises(QueryError, match=r"^max_batched_tokens must be a whole number from 16 "):
+        ask(small_catalog, rate=1.0, setup={"max_batched_tokens": 15})
+    # a model that predates them would ignore them: refused, not answered as if it took them
+    with pytest.raises(ConfigError, match="predates the client and engine knobs"):
+        ask(small_catalog, rate=1.0, setup={"max_num_seqs": 4})
+
+
 def test_ttft_slo_asks_the_ttft_model_and_leaves_out_slow_first_tokens(small_catalog):
     ttft = {"NVIDIA H100 SXM5": 30.0, "NVIDIA L4": 90.0}
 

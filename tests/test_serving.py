@@ -122,6 +122,8 @@ def test_rest_gives_itl_its_tails_and_power_none(itl_server, server):
     assert response.status_code == 200, response.text
     assert "NaN" not in response.text
     offline, closed, big = response.json()["predictions"]
+    # the client each load implies, by its name in clients.csv
+    assert (offline["client"], closed["client"]) == ("batch", "closed")
     for answer in (offline, closed):
         assert answer["prediction"] <= answer["p90"] <= answer["p99"]
         assert answer["tails"] == "simulated" and answer["unit"] == "ms"
@@ -208,6 +210,24 @@ def test_an_llm_described_by_its_config_json_as_text_or_object(server):
         ),
         ('{"dataframe_records": [', None),
         ({"dataframe_records": [{**H100_8B, "input_tokens": 1e400}]}, None),
+        # the client and engine knobs (issue 57)
+        (
+            {"dataframe_records": [{**H100_8B, "max_num_seqs": 0}]},
+            "max_num_seqs must be a whole number from 1 to 65536; got 0",
+        ),
+        (
+            {"dataframe_records": [{**H100_8B, "max_batched_tokens": 100.5}]},
+            "max_batched_tokens must be a whole number from 16 to 1048576; got 100.5",
+        ),
+        (
+            {"dataframe_records": [{**H100_8B, "chunked_prefill": "maybe"}]},
+            "chunked_prefill must be on or off (or true/false, 1/0); got 'maybe'",
+        ),
+        ({"dataframe_records": [{**H100_8B, "client": "nobody"}]}, "client must be one of "),
+        (
+            {"dataframe_records": [{**H100_8B, "client": "poisson"}]},
+            "client 'poisson' sends requests at a rate: give request_rate_rps for a server",
+        ),
     ],
 )
 def test_bad_payloads_get_400_naming_the_field(server, payload, field_text):

@@ -137,3 +137,65 @@ def test_a_power_answer_has_no_tails(catalog):
     bounds = IntervalModel("power", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
     answer = predict_queries(card, model, bounds, catalog, QUERIES.head(2))
     assert tuple(answer.columns) == OUTPUT_COLUMNS and "p90" not in answer.columns
+
+
+def test_each_load_implies_its_client_and_the_answer_says_which(catalog):
+    from wattgpu.data.clients import clients
+
+    model, card = load_model("power")
+    bounds = IntervalModel("power", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
+    answer = predict_queries(card, model, bounds, catalog, QUERIES.head(3))
+    # --concurrency: a closed loop; --rate: Poisson arrivals; --batch-size: one batch
+    assert answer["client"].tolist() == ["closed", "poisson", "batch"]
+    kinds = clients().table["kind"]
+    assert [kinds[name] for name in answer["client"]] == ["closed", "poisson", "batch"]
+    assert not answer["warnings"].str.contains("stated").any()  # nothing stated, nothing said
+
+
+SIXTEEN_USERS = {"gpu": "A10", "model": LLM_8B, "scenario": "server", "concurrency": 16}
+
+
+def test_one_sequence_at_a_time_queues_the_users_and_evens_the_gaps(catalog):
+    rows = build_features(
+        check_queries(pd.DataFrame([SIXTEEN_USERS, {**SIXTEEN_USERS, "max_num_seqs": 1}]), catalog),
+        catalog,
+    )
+    simulated = simulate_rows(rows)
+    # one running request: a request waits while the 15 others each decode their 256 tokens
+    # (0.08 s of TTFT at p50 without the knob: 124 s with it), so p99 grows the same way
+    default, one = simulated["ttft_p99_s"].to_numpy(float)
+    assert one > 100 * default
+    alone = simulated.loc[1]
+    assert alone["ttft_p50_s"] == pytest.approx(15 * 256 * alone["itl_p50_s"], rel=0.05)
+    model, card = load_model("itl")
+    bounds = IntervalModel("itl", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
+    answer = predict_queries(card, model, bounds, catalog, pd.DataFrame([SIXTEEN_USERS] * 2))
+    knob = predict_queries(
+        card, model, bounds, catalog, pd.DataFrame([{**SIXTEEN_USERS, "max_num_seqs": 1}])
+    )
+    # the median is the trees', which do not take the knob; the answer says so
+    assert knob["prediction"][0] == answer["prediction"][0]
+    assert knob["max_num_seqs"][0] == 1 and np.isnan(answer["max_num_seqs"][0])
+    assert "the stated engine knobs act on the p90 and p99 only" in knob["warnings"][0]
+    # alone in the engine, every gap is one decode step of one sequence: p99 = the median
+    assert knob["p99"][0] == pytest.approx(knob["prediction"][0], rel=1e-3)
+    assert answer["p99"][0] > 1.5 * answer["prediction"][0]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"client": "nobody"}, r"row 0: client must be one of aiconfigurator, .*; got 'nobody'$"),
+        (
+            {"client": "poisson"},
+            r"row 0: client 'poisson' sends requests at a rate: give request_rate_rps for a server",
+        ),
+    ],
+)
+def test_a_client_that_is_unknown_or_does_not_suit_the_load_is_refused_for_power_too(
+    catalog, change, message
+):
+    model, card = load_model("power")
+    bounds = IntervalModel("power", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
+    with pytest.raises(QueryError, match=message):
+        predict_queries(card, model, bounds, catalog, pd.DataFrame([{**SIXTEEN_USERS, **change}]))

@@ -28,6 +28,7 @@ from wattgpu.cli_options import (
     quiet_mlflow,
     run_id_option,
     scenario_option,
+    serving_setup_options,
     target_option,
     text_or_none,
     whole_number,
@@ -501,6 +502,7 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
     default=None,
     help="Offline batch size (default: the engine's choice).",
 )
+@serving_setup_options
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt length (default 512).")
 @click.option("--output-tokens", type=int, default=None, help="Mean output length (default 256).")
 @click.option(
@@ -608,6 +610,8 @@ def _query_from_options(options: dict[str, Any]) -> Any:
     row |= {"request_rate_rps": options["rate"], "concurrency": options["concurrency"]}
     row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
     row |= {k: options[k] for k in ("engine_version", "engine_year", "num_gpus", "dtype")}
+    row |= {k: options.get(k) for k in ("client", "max_num_seqs", "max_batched_tokens")}
+    row |= {"chunked_prefill": options.get("chunked_prefill")}  # on / off, as typed
     row |= {"model_config": options.get("model_config")}  # the config's text, or None
     return pd.DataFrame([row]).dropna(axis=1)
 
@@ -628,6 +632,10 @@ PREDICT_OPTIONS = {
     "num_gpus": "--num-gpus",
     "dtype": "--dtype",
     "model_config": "--model-config",
+    "client": "--client",
+    "max_num_seqs": "--max-num-seqs",
+    "max_batched_tokens": "--max-batched-tokens",
+    "chunked_prefill": "--chunked-prefill",
 }
 _COLUMN_NAMES = re.compile(r"\b(" + "|".join(PREDICT_OPTIONS) + r")\b")
 

@@ -138,6 +138,47 @@ def scenario_option(func: Any) -> Any:
     )(func)
 
 
+def serving_setup_options(func: Any) -> Any:
+    """``--client``, ``--max-num-seqs``, ``--max-batched-tokens``, ``--chunked-prefill``.
+
+    The serving set-up beside the load: who sends the requests (a client of
+    ``data/clients.csv``; without one, the load's own: ``--concurrency`` a closed loop, ``--rate``
+    Poisson arrivals, ``--batch-size`` one batch) and the engine's knobs. They act on the
+    simulated serving loop behind the ITL and TTFT tails (p90, p99); the library checks each
+    (``modeling.answering.queries``, ``modeling.serving.checks``).
+    """
+    options = [
+        click.option(
+            "--client",
+            default=None,
+            help="Who sends the requests: a client of clients.csv (closed, poisson, batch, "
+            "llm-pilot, aiconfigurator, ...). Default: the load's own (--concurrency: closed, "
+            "--rate: poisson, --batch-size or offline: batch).",
+        ),
+        click.option(
+            "--max-num-seqs",
+            type=int,
+            default=None,
+            help="Engine knob: the most requests running at once (default: the engine's).",
+        ),
+        click.option(
+            "--max-batched-tokens",
+            type=int,
+            default=None,
+            help="Engine knob: the most tokens in one step (default: the engine's).",
+        ),
+        click.option(
+            "--chunked-prefill",
+            type=click.Choice(["on", "off"]),
+            default=None,
+            help="Engine knob: split long prompts over steps (default: the engine's).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
     """The paths given, without blank ones (MLproject passes ``--data ''`` for no ``--data``)."""
     return tuple(Path(v) for v in value if str(v).strip())

@@ -22,6 +22,7 @@ from wattgpu.cli_options import (
     pass_state,
     quiet_mlflow,
     scenario_option,
+    serving_setup_options,
 )
 from wattgpu.config import Settings
 
@@ -357,6 +358,7 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     default=None,
     help="Concurrent users of a closed loop, all day (instead of a rate).",
 )
+@serving_setup_options
 @click.option("--output-tokens", type=int, default=None, help="Mean output tokens (256).")
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt tokens (512).")
 @click.option("--gpus", default=None, help="Comma-separated GPU names (default: the catalogue).")
@@ -407,6 +409,7 @@ def recommend_command(
     fmt: str,
     plot: Path | None,
     log_run: bool,
+    **setup: Any,
 ) -> None:
     """Which GPU serves an LLM under an ITL target and a load for the least energy.
 
@@ -442,6 +445,7 @@ def recommend_command(
         strict=strict,
         names=_option_names(),
         slo_percentile=slo_percentile,
+        setup=setup,  # --client and the engine knobs (serving_setup_options)
     )
     request = table.attrs["request"]
     slo = request["itl_slo_ms"]

@@ -201,9 +201,18 @@ def warnings_by_text(text: Any, targets: tuple[str, ...]) -> dict[str, list[str]
 
 
 def query_parts(row: dict[str, Any]) -> list[str]:
-    """The query in words: GPU, LLM, scenario and load, tokens, GPUs (what the row gives)."""
+    """The query in words: GPU, LLM, scenario and load, client, engine knobs, tokens, GPUs.
+
+    The client is the one the answer assumed (stated, else the load's own); the engine knobs
+    only those the query stated (``--max-num-seqs 1``: ``max-num-seqs 1``).
+    """
     parts = [str(row[c]) for c in ("gpu", "model") if not _missing(row.get(c))]
     parts.append(_load(row))
+    if not _missing(row.get("client")) and row.get("client"):
+        parts.append(f"client {row['client']}")
+    knobs = _knobs(row)
+    if knobs:
+        parts.append("engine: " + ", ".join(knobs))
     tokens_in, tokens_out = row.get("input_tokens"), row.get("output_tokens")
     if not _missing(tokens_in) and not _missing(tokens_out):
         parts.append(f"{tokens_in:g} in / {tokens_out:g} out tokens")
@@ -211,6 +220,18 @@ def query_parts(row: dict[str, Any]) -> list[str]:
     if not _missing(gpus):
         parts.append(f"{gpus:g} GPU" + ("" if gpus == 1 else "s"))
     return parts
+
+
+def _knobs(row: dict[str, Any]) -> list[str]:
+    """The engine knobs a row states, as the options name them: ``max-num-seqs 1``."""
+    out = []
+    for column in ("max_num_seqs", "max_batched_tokens"):
+        if not _missing(row.get(column)):
+            out.append(f"{column.replace('_', '-')} {plain(row[column])}")
+    chunked = row.get("chunked_prefill")
+    if not _missing(chunked):
+        out.append("chunked-prefill " + ("on" if float(chunked) > 0 else "off"))
+    return out
 
 
 def _load(row: dict[str, Any]) -> str:

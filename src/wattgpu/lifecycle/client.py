@@ -13,15 +13,22 @@ from wattgpu.config import Settings
 from wattgpu.errors import ConfigError, DataError, ModelNotFound, QueryError
 from wattgpu.lifecycle import registry, tracking
 from wattgpu.lifecycle.serving import clean_message
-from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, LOAD_COLUMNS, OUTPUT_COLUMNS
+from wattgpu.modeling.answering.inference import (
+    FLOAT_OUTPUTS,
+    LOAD_COLUMNS,
+    OUTPUT_COLUMNS,
+    SETUP_COLUMNS,
+)
 from wattgpu.modeling.answering.tails import PERCENTILES
 from wattgpu.modeling.physical.targets import OPTIONAL_TARGETS, UNIT
 
 ANSWER_COLUMNS = ("prediction", "lower", "upper")
 # A latency target's percentiles beside its median (``answering.tails``), where it gives them.
 TAIL_ANSWERS = (*PERCENTILES, "tails")
-# The columns of one query that both targets' answers share (names and load).
-QUERY_COLUMNS = tuple(c for c in OUTPUT_COLUMNS if c in ("gpu", "model", "scenario", *LOAD_COLUMNS))
+# The columns of one query that both targets' answers share (names, load and serving set-up).
+QUERY_COLUMNS = tuple(
+    c for c in OUTPUT_COLUMNS if c in ("gpu", "model", "scenario", *LOAD_COLUMNS, *SETUP_COLUMNS)
+)
 
 
 def read_queries(path: Path) -> pd.DataFrame:
@@ -92,6 +99,7 @@ def ask_models(
                     continue
                 raise
             answer = ask_loaded_model(model, queries)
+        refuse_ignored_setup(queries, answer, target)
         # the served answer holds None (JSON null) where there is no number: NaN here
         for column in FLOAT_OUTPUTS:
             if column in answer.columns:
@@ -116,6 +124,24 @@ def ask_models(
     texts = zip(*(answers[t]["warnings"] for t in targets), strict=True)
     wide["warnings"] = [merged_warnings(dict(zip(targets, row, strict=True))) for row in texts]
     return wide
+
+
+def refuse_ignored_setup(queries: pd.DataFrame, answer: pd.DataFrame, target: str) -> None:
+    """Refuse an answer that ignored the client or engine knobs its queries state.
+
+    A model logged before they were query columns answers without a ``client`` column, and its
+    checks drop the columns they do not know: its answer would silently be the load's own.
+
+    Raises:
+        ConfigError: the queries state one and the answer has no ``client``.
+
+    """
+    stated = [c for c in SETUP_COLUMNS if c in queries.columns and queries[c].notna().any()]
+    if stated and "client" not in answer.columns:
+        raise ConfigError(
+            f"the {target} model predates the client and engine knobs and would ignore them: "
+            "use a model trained since (wattgpu main), or ask without them"
+        )
 
 
 def merged_warnings(by_target: dict[str, str]) -> str:

@@ -27,10 +27,12 @@ CSV files); ``recommend`` and ``model_predictor`` live here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from wattgpu.config import Settings, load_settings
@@ -38,8 +40,9 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.configs import config_columns
-from wattgpu.modeling.answering.queries import WORKLOAD_RANGES, show
+from wattgpu.modeling.answering.queries import SETUP_FIELDS, WORKLOAD_RANGES, checked_setup, show
 from wattgpu.modeling.physical.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from wattgpu.modeling.serving.checks import check_setup
 from wattgpu.recommendation.inputs import (
     check_positive,
     check_prices,
@@ -153,6 +156,7 @@ def recommend(
     names: Mapping[str, str] | None = None,
     model_config: str | Mapping[str, Any] | None = None,
     slo_percentile: int = MEDIAN,
+    setup: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
@@ -180,6 +184,7 @@ def recommend(
             LLM is "LLM"); the CLI passes its options' names, e.g. ``--requests-per-day``.
         model_config: the config.json (text or parsed) of an LLM the catalogue lacks.
         slo_percentile: where both latency targets hold: 50 (the median), 90 or 99 (a tail).
+        setup: the client and engine knobs every query states (see ``_day_load``).
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
@@ -198,10 +203,8 @@ def recommend(
     request = _checked_request(
         catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens, named, model_config
     )
-    request["load"] = _checked_load(rate, requests_per_day, load_profile, named)
-    request["concurrency"] = _checked_users(concurrency, request["load"], scenario, named)
-    ttft = None if ttft_slo_ms is None else check_positive(ttft_slo_ms, named("ttft_slo_ms"))
-    request["ttft_slo_ms"] = ttft
+    request |= _day_load(request, rate, requests_per_day, load_profile, concurrency, setup, named)
+    request["ttft_slo_ms"] = _positive_or_none(ttft_slo_ms, named("ttft_slo_ms"))
     request["slo_percentile"] = check_percentile(slo_percentile, named("slo_percentile"))
     request["gpus"] = [catalog.resolve_gpu(g, named("gpus")) for g in gpus] if gpus else None
     request["prices"] = _checked_prices(prices, catalog, named("prices"))
@@ -246,6 +249,59 @@ def _checked_users(
     if scenario != "server":
         raise QueryError(f"{field} applies to a server only", "concurrency")
     return users
+
+
+def _day_load(
+    request: Mapping[str, Any],
+    rate: float | None,
+    requests_per_day: float | None,
+    load_profile: pd.DataFrame | str | Path | None,
+    concurrency: float | None,
+    setup: Mapping[str, Any] | None,
+    named: _Names,
+) -> dict[str, Any]:
+    """The day's ``load``, its ``concurrency`` and its serving ``setup``, checked.
+
+    ``setup``: the client (one of ``data/clients.csv``; default: the load's own, a closed loop
+    for ``concurrency``, Poisson for a rate, a batch offline) and the engine knobs
+    (``max_num_seqs``, ``max_batched_tokens``, ``chunked_prefill`` on or off) that every query
+    states (``queries.SETUP_FIELDS``; unstated: ``None`` or left out). They act on the ITL and
+    TTFT tails (the simulated serving loop's), not on the medians or power, as each answer's
+    warnings say.
+    """
+    scenario = str(request["scenario"])
+    load = _checked_load(rate, requests_per_day, load_profile, named)
+    day = {"load": load, "concurrency": _checked_users(concurrency, load, scenario, named)}
+    return day | {"setup": _checked_setup(setup or {}, scenario, day, named)}
+
+
+def _positive_or_none(value: float | None, name: str) -> float | None:
+    """``value`` checked positive, or ``None`` when not given."""
+    return None if value is None else check_positive(value, name)
+
+
+def _checked_setup(
+    setup: Mapping[str, Any], scenario: str, request: Mapping[str, Any], named: _Names
+) -> dict[str, Any]:
+    """The stated client and engine knobs, checked before any prediction (none: ``{}``)."""
+    try:
+        checked = checked_setup(setup)
+        if checked:  # the client must exist and suit the load: one row of the load's kind
+            users = request["concurrency"]
+            row = {
+                "scenario": np.array([scenario], dtype=object),
+                "users": np.array([np.nan if users is None else users]),
+                "request_rate_rps": np.array([np.nan if request["load"] is None else 1.0]),
+            }
+            row |= {k: np.array([v], dtype=object) for k, v in checked.items()}
+            check_setup(row)
+    except QueryError as exc:
+        words = {**{f: named(f) for f in SETUP_FIELDS}, "concurrency": named("concurrency")}
+        words["request_rate_rps"] = named("rate")
+        message = str(exc).removeprefix("row 0: ")
+        message = re.sub(r"\b(" + "|".join(words) + r")\b", lambda m: words[m.group(1)], message)
+        raise QueryError(message, exc.field) from None
+    return checked
 
 
 def _checked_prices(
@@ -309,4 +365,5 @@ def _summary(request: dict[str, Any], strict: bool) -> dict[str, Any]:
         "ttft_slo_ms": request["ttft_slo_ms"],
         "slo_percentile": request["slo_percentile"],
         "strict": strict,
+        **request["setup"],  # the client and engine knobs stated (none: nothing)
     }

@@ -21,7 +21,7 @@ from wattgpu.data.kernel_paths import NO_KERNEL
 from wattgpu.errors import ConfigError, QueryError
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, config_columns
 from wattgpu.modeling.answering.domain import memory_fits
-from wattgpu.modeling.answering.queries import show
+from wattgpu.modeling.answering.queries import SETUP_FIELDS, show
 from wattgpu.modeling.answering.tails import PERCENTILES, TAILED
 from wattgpu.modeling.physical.features import (
     DEFAULT_INPUT_TOKENS,
@@ -132,6 +132,11 @@ def _predict(
     if len(answer) != len(queries):
         raise ConfigError(
             f"the {target} predictor answered {len(answer)} rows for {len(queries)} queries"
+        )
+    if any(c in queries.columns for c in SETUP_FIELDS) and "client" not in answer.columns:
+        raise ConfigError(
+            f"the {target} model predates the client and engine knobs and would ignore them: "
+            "use a model trained since, or leave them out"
         )
     tail = f"p{percentile}"
     if percentile != MEDIAN and target in TAILED and tail not in answer.columns:
@@ -261,6 +266,7 @@ def rank_gpus(
     ttft_slo_ms: float | None = None,
     model_config: str | None = None,
     slo_percentile: int = MEDIAN,
+    setup: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Rank GPUs for serving ``model`` (pure: no MLflow, files or network).
 
@@ -283,6 +289,8 @@ def rank_gpus(
             catalogue lacks); every query carries it, and the memory checks use its columns.
         slo_percentile: the percentile of ``SLO_PERCENTILES`` both latency targets hold at
             (50: the median; 90, 99: the answers' tails).
+        setup: the client and engine knobs every query states (``queries.SETUP_FIELDS``;
+            none: the load's own client and the engine's defaults).
 
     Returns:
         One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
@@ -309,6 +317,7 @@ def rank_gpus(
     phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload, **described), catalog)
     if model_config is not None:
         workload[CONFIG_FIELD] = model_config
+    workload |= dict(setup or {})  # the queries carry them; the memory checks do not use them
     phys = phys.set_index("gpu")
     targets = ("power", "itl", "ttft") if ttft_slo_ms is not None else ("power", "itl")
     table = _predicted(

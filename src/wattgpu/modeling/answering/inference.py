@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import pair_codes
+from wattgpu.arrays import blanks, pair_codes
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
-from wattgpu.modeling.answering.queries import check_query_columns
+from wattgpu.modeling.answering.queries import SETUP_FIELDS, check_query_columns
 from wattgpu.modeling.answering.tails import PERCENTILES, TAIL_COLUMNS, TAILED, simulated_tails
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.analogs import attach, find_in
@@ -27,7 +27,9 @@ from wattgpu.modeling.learning.uncertainty import (
 )
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
+from wattgpu.modeling.serving.checks import check_setup
 from wattgpu.modeling.serving.prior import SimulatedTerms, on_simulated_prior
+from wattgpu.modeling.serving.workload import client_names
 
 # The load of each query, echoed in the answer so that rows are told apart (after defaults:
 # what the prediction assumed; batch_size stays blank where the engine chooses).
@@ -39,11 +41,16 @@ LOAD_COLUMNS = (
     "output_tokens",
     "num_gpus",
 )
+# The serving set-up each answer assumed: its client (as stated, else the one its load implies:
+# ``data.clients.CLIENT_FOR_LOAD``) and the engine knobs it stated (blank: the engine's own).
+SETUP_COLUMNS = SETUP_FIELDS
+KNOB_COLUMNS = tuple(c for c in SETUP_COLUMNS if c != "client")
 OUTPUT_COLUMNS = (
     "gpu",
     "model",
     "scenario",
     *LOAD_COLUMNS,
+    *SETUP_COLUMNS,
     "target",
     "prediction",
     "lower",
@@ -53,7 +60,7 @@ OUTPUT_COLUMNS = (
     "analogs",
     "warnings",
 )
-FLOAT_OUTPUTS = (*LOAD_COLUMNS, "prediction", "lower", "upper", *PERCENTILES)
+FLOAT_OUTPUTS = (*LOAD_COLUMNS, *KNOB_COLUMNS, "prediction", "lower", "upper", *PERCENTILES)
 
 
 def output_columns(target: str) -> tuple[str, ...]:
@@ -108,6 +115,7 @@ def answer_columns(
     """``predict_queries``' answer as columns (``output_columns``, in order), not yet framed."""
     target = card.target
     rows = build_features(check_query_columns(queries, catalog), catalog)
+    check_setup(rows)  # a client or engine knob the serving loop cannot run: every target refuses
     if card.simulated_prior:  # a model of the simulated prior answers on it
         terms = SimulatedTerms.from_dict(card.simulated_prior)
         rows = on_simulated_prior(rows, terms, ~cannot_run(rows))
@@ -120,6 +128,8 @@ def answer_columns(
     unrunnable = cannot_run(rows)
     answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
     answer["concurrency"] = rows["users"]  # as stated (the features' own is the decoding count)
+    answer["client"] = client_names(rows)
+    answer |= {c: rows[c] for c in KNOB_COLUMNS}
     answer["target"] = np.full(len(value), target, dtype=object)
     for column, values in (
         ("prediction", value),
@@ -134,8 +144,11 @@ def answer_columns(
     # the measured rows the answer leans on, in words ('' where none)
     answer["analogs"] = found.support()
     answer["warnings"] = joined(
-        np.asarray(domain_warnings(rows, card.domain), dtype=object),
-        interval_notes(target, np.asarray(rows["scenario"]), bounded),
+        joined(
+            np.asarray(domain_warnings(rows, card.domain), dtype=object),
+            interval_notes(target, np.asarray(rows["scenario"]), bounded),
+        ),
+        setup_notes(target, rows),
     )
     return {column: answer[column] for column in output_columns(target)}
 
@@ -153,6 +166,34 @@ def interval_notes(target: str, scenarios: np.ndarray, bounded: Intervals) -> np
         notes = np.empty(len(pairs), dtype=object)
         notes[:] = [not_validated_note(target, scenario, kind) for scenario, kind in pairs]
         out[unchecked] = notes[codes]
+    return out
+
+
+def setup_notes(target: str, rows: Any) -> np.ndarray:
+    """Per row, what the client and engine knobs it states act on ('' where it states none).
+
+    The trees do not take them: they act on a latency's p90 and p99 only, through the simulated
+    serving loop (``answering.tails``), and on no median and no power. The answer says so rather
+    than seem to take them everywhere.
+    """
+    client = ~blanks(np.asarray(rows["client"], dtype=object))  # checked text, or None
+    knobs = np.zeros(len(client), dtype=bool)
+    for column in KNOB_COLUMNS:
+        knobs |= np.isfinite(np.asarray(rows[column], dtype=float))
+    out = np.full(len(client), "", dtype=object)
+    for stated, named, verb in (
+        (client & knobs, "the stated client and engine knobs", "act"),
+        (client & ~knobs, "the stated client", "acts"),
+        (~client & knobs, "the stated engine knobs", "act"),
+    ):
+        if target in TAILED:
+            note = (
+                f"{named} {verb} on the p90 and p99 only (the simulated serving loop's): the "
+                "median comes from a model trained without them"
+            )
+        else:
+            note = f"{named} {verb} on no {target} answer: its model is trained without them"
+        out[stated] = note
     return out
 
 

@@ -10,6 +10,7 @@ value for names and text, so a 100,000-row request costs milliseconds, not a Pyt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Number
 from typing import Any
@@ -32,9 +33,15 @@ from wattgpu.data.vendors import other_vendor_problem
 from wattgpu.errors import QueryError, listing
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, described_columns
 from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
+from wattgpu.modeling.serving.workload import KNOB_RANGES
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
-TEXT_FIELDS = ("engine", "engine_version", "dtype")
+# ``client``: a harness of ``data/clients.csv`` (blank: the one the load implies); checked with
+# the load it must suit by ``serving.checks.check_setup`` once the features know the users.
+TEXT_FIELDS = ("engine", "engine_version", "dtype", "client")
+# The engine's chunked prefill, on or off: what a query may say for each.
+SWITCH_WORDS = {"on": 1.0, "off": 0.0, "true": 1.0, "false": 0.0, "1": 1.0, "0": 0.0}
+CHUNKED_PREFILL = "chunked_prefill"
 # Longest name or text value accepted: longer is a mistake, and would be echoed in the answer.
 MAX_TEXT_LENGTH = 200
 # Longest bad value quoted back in a message.
@@ -84,6 +91,13 @@ WORKLOAD_RANGES = {
     "num_gpus": Range(1, 1_024, whole=True),
     "engine_year": Range(2000, 2100, whole=True),
 }
+# The engine knobs a query may state (``serving.workload.KNOB_RANGES``): they act on the simulated
+# serving loop (the tails), not on the trees' median.
+KNOB_FIELD_RANGES = {
+    knob: Range(low, high, whole=True)
+    for knob, (low, high) in KNOB_RANGES.items()
+    if knob != CHUNKED_PREFILL
+}
 GPU_RANGES = {
     "gpu_release_year": Range(1990, 2100, whole=True),
     "gpu_memory_gb": Range(1, 1_024, unit="GB"),
@@ -126,7 +140,7 @@ LLM_RANGES = {
     "llm_num_experts": Range(1, 100_000, whole=True),
     "llm_experts_per_token": Range(1, 100_000, whole=True),
 }
-RANGES = {**WORKLOAD_RANGES, **GPU_RANGES, **LLM_RANGES}
+RANGES = {**WORKLOAD_RANGES, **KNOB_FIELD_RANGES, **GPU_RANGES, **LLM_RANGES}
 # Kept for callers that list the workload fields with their smallest value and wholeness.
 WORKLOAD_FIELDS = tuple((f, r.low, r.whole) for f, r in WORKLOAD_RANGES.items())
 # What describes a GPU or an LLM that is not in the catalogue: the physics features need these.
@@ -166,10 +180,14 @@ GPU_TEXT_SPEC_FIELDS = (
     "gpu_specs_source",
 )
 LLM_TEXT_SPEC_FIELDS = ("llm_family", "llm_arch")
+# What a query may say of its serving set-up beside the load: the client and the engine knobs.
+SETUP_FIELDS = ("client", *KNOB_FIELD_RANGES, CHUNKED_PREFILL)
 ALL_FIELDS = (
     *REQUIRED_FIELDS,
     *WORKLOAD_RANGES,
     *TEXT_FIELDS,
+    *KNOB_FIELD_RANGES,
+    CHUNKED_PREFILL,
     *GPU_SPEC_FIELDS,
     *GPU_TEXT_SPEC_FIELDS,
     *LLM_SPEC_FIELDS,
@@ -177,7 +195,7 @@ ALL_FIELDS = (
     # an LLM described by its config.json (the JSON text, or the object): ``configs``
     CONFIG_FIELD,
 )
-NUMERIC_FIELDS = (*WORKLOAD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
+NUMERIC_FIELDS = (*WORKLOAD_RANGES, *KNOB_FIELD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
 KNOWN_FIELDS = frozenset(ALL_FIELDS)
 DTYPES = tuple(BYTES_PER_PARAM)
 # What the checks of an LLM's shape read from the catalogue (``_check_llm_shape``).
@@ -379,10 +397,37 @@ def _typed_columns(frame: pd.DataFrame) -> tuple[Columns, dict[str, tuple[np.nda
         _check_range(out[field], field, given[field])
     for field in (*TEXT_FIELDS, *GPU_TEXT_SPEC_FIELDS, *LLM_TEXT_SPEC_FIELDS):
         out[field] = _text(given[field], field, required=False) if field in given else none
+    out[CHUNKED_PREFILL] = _switch(given[CHUNKED_PREFILL]) if CHUNKED_PREFILL in given else blank
     out[CONFIG_FIELD] = given.get(CONFIG_FIELD, none)
     _check_dtype(out["dtype"])
     _check_engine_version(out["engine"], out["engine_version"])
     return out, coded
+
+
+def _switch(values: np.ndarray) -> np.ndarray:
+    """``chunked_prefill`` as 1 (on) or 0 (off), NaN where blank: on/off, true/false or 1/0."""
+    out = np.full(len(values), np.nan)
+    try:
+        codes, uniques = unique_codes(values)
+    except TypeError:  # unhashable values (a JSON list or object in the field): one by one
+        codes, uniques = np.arange(len(values)), list(values)
+    for code, value in enumerate(uniques):
+        if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+            continue
+        if isinstance(value, bool | np.bool_):
+            word = "true" if value else "false"
+        elif isinstance(value, Number | np.number):
+            word = plain(value) if np.isfinite(float(value)) else str(value)
+        else:
+            word = str(value).strip().lower()
+        if word not in SWITCH_WORDS:
+            raise QueryError(
+                f"{CHUNKED_PREFILL} must be on or off (or true/false, 1/0); got {show(value)}",
+                CHUNKED_PREFILL,
+                _first(codes == code),
+            )
+        out[codes == code] = SWITCH_WORDS[word]
+    return out
 
 
 def _check_engine_version(engine: np.ndarray, version: np.ndarray) -> None:
@@ -634,6 +679,37 @@ def check_query_columns(frame: pd.DataFrame, catalog: Catalog) -> Columns:
     _resolve("llm", out, catalog, LLM_SPEC_REQUIRED, coded["model"], described)
     _check_llm_shape(out, catalog)
     _check_kernel_path(out, catalog)
+    return out
+
+
+def checked_setup(setup: Mapping[str, Any]) -> dict[str, Any]:
+    """One serving set-up (``SETUP_FIELDS``: client and engine knobs) checked as a row's would be.
+
+    A field not stated (``None``) is left out; ``chunked_prefill`` comes back as 1 or 0. Whether
+    the client exists and suits the load is ``serving.checks.check_setup``'s to say.
+
+    Raises:
+        QueryError: naming the field and what is allowed.
+
+    """
+    out: dict[str, Any] = {}
+    for field in SETUP_FIELDS:
+        value = setup.get(field)
+        if value is None:
+            continue
+        column = np.empty(1, dtype=object)
+        column[0] = value
+        try:
+            if field == "client":
+                out[field] = _text(column, field, required=True)[0]
+            elif field == CHUNKED_PREFILL:
+                out[field] = float(_switch(column)[0])
+            else:
+                numbers = _numbers(column, field)
+                _check_range(numbers, field, column)
+                out[field] = float(numbers[0])
+        except QueryError as exc:
+            raise QueryError(str(exc).removeprefix("row 0: "), field) from None
     return out
 
 
