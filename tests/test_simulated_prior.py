@@ -106,7 +106,28 @@ def test_a_recipe_on_an_unknown_prior_is_refused_in_one_line():
 def test_the_terms_survive_a_model_cards_json():
     from wattgpu.modeling.answering.card import ModelCard
 
-    terms = SimulatedTerms({"": 2.0, "tgi": 1.5}, {"": 3.0}, idle_share=0.12, busy_weight=0.9)
+    terms = SimulatedTerms({"": 2.0, "tgi": 1.5}, {"": 3.0}, 0.12, 0.9, host={"tgi": (1.5, 2e-5)})
     card = ModelCard.from_json(ModelCard("itl", {}, simulated_prior=terms.to_dict()).to_json())
     assert SimulatedTerms.from_dict(card.simulated_prior) == terms
     assert "simulated_prior" not in ModelCard("itl", {}).to_dict()  # the closed form's card
+
+
+def test_an_engine_lines_host_time_from_two_rows_built_by_hand():
+    from wattgpu.modeling.serving.host import fit_host_time, host_columns
+
+    # vllm-v1's table guesses 1 ms per step. Two rows simulated without host time: 10 ms at a
+    # decode batch of 1, measured 12.1 ms; 20 ms at 101, measured 32.1 ms. Host time
+    # 2.1 = 1 x s + 1 x p and 12.1 = 1 x s + 101 x p (ms): p = 0.1 ms per sequence, s = 2.0.
+    # A line with one row (tgi) is not fitted: it keeps the table's.
+    lines = np.array(["vllm-v1", "vllm-v1", "tgi"], dtype=object)
+    measured = np.array([0.0121, 0.0321, 0.05])
+    host_free = np.array([0.010, 0.020, 0.03])
+    table_fixed = np.array([0.001, 0.001, 0.001])
+    batch = np.array([1.0, 101.0, 8.0])
+    fitted = fit_host_time(lines, measured, host_free, table_fixed, batch)
+    assert list(fitted) == ["vllm-v1"]
+    scale, per_seq = fitted["vllm-v1"]
+    assert (scale, per_seq) == (pytest.approx(2.0), pytest.approx(1e-4))
+    columns = host_columns(lines, fitted, table_fixed)
+    np.testing.assert_allclose(columns["host_fixed_s"][:2], 0.002)
+    assert np.isnan(columns["host_fixed_s"][2]) and np.isnan(columns["host_per_seq_s"][2])

@@ -1,15 +1,16 @@
-"""The simulated prior: each row's own harness simulated, scaled by terms fitted on training rows.
+"""The simulated prior: each row's own harness simulated, with terms fitted on training rows.
 
 Like with like: each row's ITL and TTFT prior is the simulated statistic its source measured
 (the median gap, a request's mean TPOT, or a latency per output token that counts the prefill;
-a TTFT mean or median, by its client), never a conversion of the measurement. The simulation
-itself uses no serving row (its step costs are the prior's, its host time the engine tables');
-the terms fitted on a fold's training rows are few:
+a TTFT mean or median, by its client), never a conversion of the measurement. The simulation's
+step costs are the prior's; the terms fitted on a fold's training rows are few:
 
-* per engine release line, a scale on the simulated ITL and one on the simulated TTFT (the
-  median ratio of measured to simulated over the line's training rows; a line with fewer than
-  ``MIN_LINE_ROWS`` rows takes the scale of all of them): what the tables' host time and the
-  kernels' shares miss;
+* per engine release line, its host time per step (``host.fit_host_time``: a scale on the
+  table's fixed part and a time per sequence), fitted inside the simulation: the rows simulated
+  without host time, what they measured beyond it regressed on the batch;
+* per engine release line, a scale on the simulated ITL and one on the simulated TTFT, with
+  that host time (the median ratio of measured to simulated over the line's training rows; a
+  line with fewer than ``MIN_LINE_ROWS`` rows takes the scale of all of them);
 * power per GPU ``idle + (TDP - idle) x min(1, weight x busy)``, ``busy`` the simulated GPUs'
   busy share of the measured window, ``idle = idle_share x TDP``: the two numbers on a grid.
 
@@ -26,7 +27,7 @@ measurement over the simulation of the same statistic). Where a row's loop canno
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -40,9 +41,15 @@ from wattgpu.modeling.physical.features import columns_of, itl_statistic
 from wattgpu.modeling.physical.operations import Rows, length
 from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
 from wattgpu.modeling.physical.prior import fit_constants, refit_prior, refit_prior_for
+from wattgpu.modeling.serving.host import (
+    HOST_COLUMNS,
+    fit_host_time,
+    host_columns,
+    without_host,
+)
 from wattgpu.modeling.serving.loop import STATISTICS
 from wattgpu.modeling.serving.run import simulate_rows
-from wattgpu.modeling.serving.workload import client_names, engine_line_names
+from wattgpu.modeling.serving.workload import client_names, engine_line_names, setup
 
 # The simulated column of each ITL statistic a source measured (``features.ITL_STATISTICS``).
 ITL_OF_STATISTIC = {
@@ -66,6 +73,9 @@ class SimulatedTerms:
         ttft_scale: the same of TTFT.
         idle_share: a GPU's idle power over its TDP.
         busy_weight: the load a fully busy window puts on the GPU, over its TDP's dynamic part.
+        host: engine line -> its host time fitted inside the simulation (``host.fit_host_time``:
+            a scale on the table's fixed part, and s per sequence); a line not in it keeps the
+            table's.
 
     """
 
@@ -73,6 +83,7 @@ class SimulatedTerms:
     ttft_scale: dict[str, float]
     idle_share: float
     busy_weight: float
+    host: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (a served model's card carries them)."""
@@ -86,6 +97,7 @@ class SimulatedTerms:
             ttft_scale={str(k): float(v) for k, v in data["ttft_scale"].items()},
             idle_share=float(data["idle_share"]),
             busy_weight=float(data["busy_weight"]),
+            host={str(k): (float(v[0]), float(v[1])) for k, v in data.get("host", {}).items()},
         )
 
 
@@ -219,6 +231,7 @@ def on_simulated_prior(rows: Rows, terms: SimulatedTerms, runs: np.ndarray | Non
     sim = pd.DataFrame(np.nan, index=range(n), columns=list(STATISTICS))
     if len(runs):
         some = {name: values[runs] for name, values in columns.items()}
+        some |= host_columns(engine_line_names(some), terms.host, _table_fixed(some))
         sim.iloc[runs] = simulate_rows(some).to_numpy(float)
     return with_simulated_prior(rows, sim, terms)
 
@@ -226,10 +239,28 @@ def on_simulated_prior(rows: Rows, terms: SimulatedTerms, runs: np.ndarray | Non
 def fit_simulated_prior(
     rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
 ) -> tuple[pd.DataFrame, SimulatedTerms]:
-    """``rows`` with the simulated prior fitted on themselves, and its terms (a served model's)."""
-    sim = simulate_rows(rows, constants)
-    terms = fit_terms(rows, sim)
-    return with_simulated_prior(rows, sim, terms), terms
+    """``rows`` with the simulated prior fitted on themselves, and its terms (a served model's).
+
+    Two simulations: one without host time, whose shortfall against the measured ITL fits each
+    engine line's host time (``host.fit_host_time``), then one with it, on which the scales and
+    power's terms are fitted (``fit_terms``).
+    """
+    lines = engine_line_names(rows)
+    table_fixed = _table_fixed(rows)
+    bare = simulate_rows(rows.assign(**without_host(len(rows))), constants)
+    measured = rows["itl_s"].to_numpy(float) if "itl_s" in rows else np.full(len(rows), np.nan)
+    batch = bare["decode_batch"].to_numpy(float)
+    host = fit_host_time(lines, measured, simulated_itl(rows, bare), table_fixed, batch)
+    hosted = rows.assign(**host_columns(lines, host, table_fixed))
+    sim = simulate_rows(hosted, constants)
+    terms = replace(fit_terms(hosted, sim), host=host)
+    return with_simulated_prior(hosted, sim, terms), terms
+
+
+def _table_fixed(rows: Rows) -> np.ndarray:
+    """Each row's fixed host time per step as ``data/engine_lines.csv`` guesses it, s."""
+    columns = {k: v for k, v in columns_of(rows).items() if k not in HOST_COLUMNS}
+    return setup(columns).host.fixed
 
 
 def refit_for(

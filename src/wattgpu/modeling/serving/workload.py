@@ -4,8 +4,9 @@ From a row's load (``scenario``, ``users``, ``request_rate_rps``, ``batch_size``
 client (``client``: a harness of ``data/clients.csv``, else the one its load implies), its
 engine's release line (``data/engine_lines.csv``, by ``engine``, ``engine_version`` or
 ``engine_year``), the user's engine knobs (``max_num_seqs``, ``max_batched_tokens``,
-``chunked_prefill``) and its GPUs' memory, LLM and format (``weight_bytes``,
-``kv_bytes_per_token``). Pure; the tables are read once per process.
+``chunked_prefill``), its GPUs' memory, LLM and format (``weight_bytes``,
+``kv_bytes_per_token``), and a host time fitted to its line (``host_fixed_s``,
+``host_per_seq_s``: ``host``). Pure; the tables are read once per process.
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ def setup(rows: Rows) -> Setup:
             + table.column("host_per_layer_s").to_numpy()[lines] * layers
         ),
         per_seq=share * table.column("host_per_seq_s").to_numpy()[lines],
+    )
+    # a fitted host time (``host.fit_host_time``) stands over the table's guess
+    host = HostTime(
+        fixed=_override(host.fixed, values(rows, "host_fixed_s", np.nan)),
+        per_seq=_override(host.per_seq, values(rows, "host_per_seq_s", np.nan)),
     )
     return Setup(host=host, scheduler=scheduler, client=client)
 
