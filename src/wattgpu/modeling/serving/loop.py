@@ -18,7 +18,8 @@ decode batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -26,9 +27,7 @@ from wattgpu.modeling.serving.scheduler import (
     DONE,
     IDLE,
     PADDING,
-    PREFILL_PAUSE,
     RUNNING,
-    STATIC,
     WAITING,
     Plan,
     Scheduler,
@@ -52,6 +51,9 @@ MAX_ITERATIONS = 1500
 # The statistics' histograms: log-spaced bins from 10 us to 10^4 s.
 _LOG_LO, _PER_DECADE, _BINS = -5.0, 100, 900
 _GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+# A request's quantile levels of its prompt and its answer: seed + index x golden x _TURNS +
+# _SHIFTS (mod 1); both sides drawn at once from ``Client.tables``.
+_TURNS, _SHIFTS, _SIDES = np.array([1.0, _GOLDEN]), np.array([0.0, 0.5]), np.arange(2)
 _PERCENTILES = (50.0, 90.0, 99.0)
 
 
@@ -87,6 +89,49 @@ class Client:
     def take(self, rows: np.ndarray) -> Client:
         """The clients of the rows ``rows`` only."""
         return Client(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+    # The kinds' masks, kept: the loop asks for them every step, and a row's client is fixed.
+    @cached_property
+    def open_loop(self) -> bool:
+        """Whether any row is an open loop (only then does the loop track arrivals)."""
+        return bool((self.kind == POISSON).any())
+
+    @cached_property
+    def resends(self) -> np.ndarray:
+        """Rows whose users send again once answered (closed loops, rounds)."""
+        return (self.kind == CLOSED) | (self.kind == ROUNDS)
+
+    @cached_property
+    def rounds(self) -> np.ndarray:
+        """Rows whose client sends its requests in rounds."""
+        return self.kind == ROUNDS
+
+    @cached_property
+    def one_shot(self) -> np.ndarray:
+        """Rows whose client sends one batch and nothing after."""
+        return self.kind == ONESHOT
+
+    @cached_property
+    def means(self) -> np.ndarray:
+        """The mean prompt and answer, ``(rows, 2)``."""
+        return np.column_stack([self.prompt, self.answer])
+
+    @cached_property
+    def tables(self) -> np.ndarray:
+        """The prompt's and the answer's shape side by side, ``(rows, 2, Q)``."""
+        return np.stack([self.prompt_shape, self.answer_shape], axis=1)
+
+    @cached_property
+    def table_means(self) -> np.ndarray:
+        """The mean of each of ``tables``' piecewise-linear inverse CDFs (their trapezoids)."""
+        tables = self.tables
+        return ((tables[..., 1:] + tables[..., :-1]) / 2.0).mean(axis=-1)
+
+    @cached_property
+    def after(self) -> np.ndarray:
+        """A finished request's slot: waiting again (closed loop), free (Poisson) or done."""
+        kind = self.kind
+        return np.where(kind == CLOSED, WAITING, np.where(kind == POISSON, IDLE, DONE))
 
 
 STATISTICS = (
@@ -163,22 +208,20 @@ def slots_needed(client: Client, sched: Scheduler) -> np.ndarray:
     return np.where(client.kind == POISSON, POISSON_SLOTS, np.clip(wanted, SLOTS, WIDE_SLOTS))
 
 
-def _table_mean(shape: np.ndarray) -> np.ndarray:
-    """The mean of each row's quantile table's piecewise-linear inverse CDF (its trapezoids)."""
-    return ((shape[:, 1:] + shape[:, :-1]) / 2.0).mean(axis=1)
+def _shaped(client: Client, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Prompts and answers over their mean at the levels ``u`` of the rows ``rows``' tables.
 
-
-def _shaped(shape: np.ndarray, mean: np.ndarray, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Lengths over their mean at the quantile levels ``u`` of the rows ``rows``' tables.
-
-    ``mean``: ``_table_mean`` of every row's table, so that a length keeps its row's mean.
+    ``u``: ``(requests, 2)`` quantile levels of ``Client.tables``; the lengths are over the
+    tables' means too, so that a length keeps its row's mean.
     """
-    q = shape.shape[1]
+    tables = client.tables
+    q = tables.shape[-1]
     x = u * (q - 1)
     i = np.minimum(x.astype(int), q - 2)
     f = x - i
-    lo, hi = shape[rows, i], shape[rows, i + 1]
-    return (lo + f * (hi - lo)) / mean[rows]
+    at = rows[:, None]
+    lo, hi = tables[at, _SIDES, i], tables[at, _SIDES, i + 1]
+    return (lo + f * (hi - lo)) / client.table_means[rows]
 
 
 @dataclass
@@ -194,8 +237,6 @@ class _Run:
     arrivals: np.ndarray  # Poisson: the row's next arrival time
     sent: np.ndarray  # Poisson: arrivals so far
     seed: np.ndarray
-    prompt_mean: np.ndarray  # the clients' length tables' means (``_table_mean``)
-    answer_mean: np.ndarray
     # statistics over the measured window
     ttft_hist: np.ndarray
     gap_hist: np.ndarray
@@ -203,6 +244,8 @@ class _Run:
     wall: np.ndarray
     busy: np.ndarray  # gpu, memory, compute, decode x time, tokens
     overloaded: np.ndarray
+    # samples not yet in their histogram (``_sample``): its name, rows, values, weights
+    pending: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @classmethod
     def start(cls, client: Client, sched: Scheduler, seed: int, slots: int) -> _Run:
@@ -242,8 +285,6 @@ class _Run:
             arrivals=np.zeros(n),
             sent=np.zeros(n),
             seed=offset,
-            prompt_mean=_table_mean(client.prompt_shape),
-            answer_mean=_table_mean(client.answer_shape),
             ttft_hist=np.zeros((n, 2, _BINS)),
             gap_hist=np.zeros((n, 2, _BINS)),
             sums=np.zeros((n, 8)),
@@ -258,37 +299,57 @@ class _Run:
         return run
 
     def take(self, rows: np.ndarray) -> _Run:
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values["slots"] = self.slots.take(rows)
-        return _Run(**{k: v if k == "slots" else v[rows] for k, v in values.items()})
+        self._flush()
+        values = {name: getattr(self, name)[rows] for name in _ROWS}
+        return _Run(slots=self.slots.take(rows), **values)
 
     def put(self, rows: np.ndarray, part: _Run) -> None:
+        part._flush()
         self.slots.put(rows, part.slots)
-        for f in fields(self):
-            if f.name != "slots":
-                getattr(self, f.name)[rows] = getattr(part, f.name)
+        for name in _ROWS:
+            getattr(self, name)[rows] = getattr(part, name)
+
+    def _sample(self, hist: str, rows: np.ndarray, value: np.ndarray, weight: np.ndarray) -> None:
+        """Keep samples of the histogram ``hist`` (a field's name) until it is read (``_flush``).
+
+        Added at once in the order they came (``np.add.at`` adds a repeated bin's in order), they
+        sum to what adding them step by step would, bit for bit, for a few numpy calls in all
+        instead of some fifteen a step.
+        """
+        self.pending.append((hist, rows, value, weight))
+
+    def _flush(self) -> None:
+        """Add the pending samples to their histograms."""
+        for hist in ("ttft_hist", "gap_hist"):
+            samples = [sample[1:] for sample in self.pending if sample[0] == hist]
+            if samples:
+                rows, value, weight = (np.concatenate(part) for part in zip(*samples, strict=True))
+                _add(getattr(self, hist), rows, value, weight)
+        self.pending.clear()
 
     def _draw(self, mask: np.ndarray, client: Client) -> None:
         """New requests in the slots ``mask``: their lengths, from each slot's sequence index."""
-        rows, cols = np.nonzero(mask)
-        if not rows.size:
+        # the slots by their flat index (row x width + column): ``put`` and ``take`` by it cost a
+        # fraction of indexing by a (rows, columns) pair, and a draw writes eight arrays
+        slots = np.flatnonzero(mask)
+        if not slots.size:
             return
         s = self.slots
         width = s.weight.shape[1]
-        index = self.requests[rows, cols] * width + cols + 1.0
-        u_in = (self.seed[rows] + index * _GOLDEN) % 1.0
-        u_out = (self.seed[rows] + index * _GOLDEN * _GOLDEN + 0.5) % 1.0
-        prompt = client.prompt[rows] * _shaped(client.prompt_shape, self.prompt_mean, rows, u_in)
-        answer = client.answer[rows] * _shaped(client.answer_shape, self.answer_mean, rows, u_out)
-        prompt = np.maximum(np.round(prompt), 1.0)
-        s.prompt[rows, cols] = prompt
-        s.answer[rows, cols] = np.maximum(np.round(answer), 1.0)
-        s.need[rows, cols] = prompt
-        s.context[rows, cols] = 0.0
-        s.generated[rows, cols] = 0.0
-        s.first[rows, cols] = np.nan
-        s.started[rows, cols] = np.nan
-        self.requests[rows, cols] += 1.0
+        rows, cols = slots // width, slots % width
+        sent = self.requests.take(slots)
+        index = sent * width + cols + 1.0
+        u = (self.seed[rows, None] + (index * _GOLDEN)[:, None] * _TURNS + _SHIFTS) % 1.0
+        lengths = np.maximum(np.round(client.means[rows] * _shaped(client, rows, u)), 1.0)
+        prompt = lengths[:, 0]
+        s.prompt.put(slots, prompt)
+        s.answer.put(slots, lengths[:, 1])
+        s.need.put(slots, prompt)
+        s.context.put(slots, 0.0)
+        s.generated.put(slots, 0.0)
+        s.first.put(slots, np.nan)
+        s.started.put(slots, np.nan)
+        self.requests.put(slots, sent + 1.0)
 
     @staticmethod
     def _gap(rate: np.ndarray, seed: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -328,7 +389,7 @@ class _Run:
     ) -> np.ndarray:
         """One iteration of every row; the rows whose simulation has ended."""
         s = self.slots
-        if (client.kind == POISSON).any():
+        if client.open_loop:
             self._idle_until_arrival(client)
             self._arrive(client)
         kv = kv_used(s, sched)
@@ -342,27 +403,40 @@ class _Run:
         # k identical steps, costed at their middle: each adds a token to every decode's context
         # and a chunk to the prompt being prefilled
         context = (carrying * s.context).sum(axis=1) + m * (k - 1.0) / 2.0
-        prefill = plan.take.sum(axis=1)
-        chunk = np.where(weight > 0, plan.take / np.maximum(weight, 1e-12), 0.0)
-        done_before = np.where(s.need > 0, s.prompt + s.generated - s.need, 0.0)
-        prefix = done_before + chunk * ((k[:, None] - 1.0) / 2.0 + 0.5)
-        pairs = (plan.take * prefix).sum(axis=1)
+        prefill = plan.tokens
+        chunk, pairs = self._prompt_work(plan, k)
         step = step_time(costs, host, m, context, prefill, pairs)
         dt = step.total * k
         start = self.clock
         self.clock = self.clock + dt
         recording = self.completed >= client.warmup
-        rec = recording.astype(float)
-        self.wall += rec * dt
-        decoded = np.where(plan.decodes, weight, 0.0).sum(axis=1)
-        self.busy += rec[:, None] * np.column_stack(
-            [step.gpu * k, step.memory * k, step.compute * k, m * dt, decoded * k]
-        )
+        if recording.any():
+            rec = recording.astype(float)
+            self.wall += rec * dt
+            self.busy += rec[:, None] * np.column_stack(
+                [step.gpu * k, step.memory * k, step.compute * k, m * dt, plan.decoded * k]
+            )
         self.waited = np.where(prefill > 0, 0.0, self.waited + k)
-        self._prefill(plan, chunk * k[:, None], start + step.total, recording)
+        self._prefill(plan, chunk, k, start + step.total, recording)
         self._decode(plan, k, start, step.total, recording)
         self._complete(sched, client, recording)
         return self._ended(client)
+
+    def _prompt_work(self, plan: Plan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Prompt tokens per request each slot takes a step, and the middle step's pairs.
+
+        The ``k`` steps are costed at their middle one: each prompt's chunk attends to what its
+        prompt already holds.
+        """
+        take = plan.take
+        if not (plan.tokens > 0).any():
+            # a decode-only step (often, for few rows): nothing to prefill, no pairs
+            return np.zeros_like(take), np.zeros_like(plan.tokens)
+        s = self.slots
+        chunk = np.where(s.weight > 0, take / np.maximum(s.weight, 1e-12), 0.0)
+        done_before = np.where(s.need > 0, s.prompt + s.generated - s.need, 0.0)
+        prefix = done_before + chunk * ((k[:, None] - 1.0) / 2.0 + 0.5)
+        return chunk, (take * prefix).sum(axis=1)
 
     def _idle_until_arrival(self, client: Client) -> None:
         """An open loop's empty engine waits for the next arrival."""
@@ -390,25 +464,27 @@ class _Run:
         than a chunk left (and its decodes, as above). ``kv``: the rows' ``kv_used``.
         """
         s = self.slots
-        left = np.where(plan.decodes, s.answer - s.generated, np.inf).min(axis=1)
-        k = np.where(np.isfinite(left), np.maximum(left, 1.0), np.inf)
-        waiting = (s.state == WAITING).any(axis=1)
-        due = np.maximum(sched.max_waiting_steps - self.waited, 1.0)
-        k = np.where(waiting & (sched.policy == PREFILL_PAUSE), np.minimum(k, due), k)
-        grow = np.where(plan.decodes, s.weight, 0.0).sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.floor((sched.kv_tokens - kv) / grow)
-        k = np.where(~sched.reserve_full & (grow > 0), np.minimum(k, np.maximum(room, 1.0)), k)
-        prefilling = plan.take > 0
-        one = prefilling.sum(axis=1) == 1
-        demand = np.where(prefilling, s.weight * s.need, 0.0).sum(axis=1)
-        took = plan.take.sum(axis=1)
-        # the same chunk again: a prompt longer than the chunk the budget let it take
-        chunks = np.where(
-            one & (took < demand - 1e-9), np.floor(demand / np.maximum(took, 1e-9)), 1
-        )
-        k = np.where(prefilling.any(axis=1), np.minimum(k, chunks), k)
-        if (client.kind == POISSON).any():
+        # (inf where nothing decodes)
+        k = np.maximum(np.where(plan.decodes, s.answer - s.generated, np.inf).min(axis=1), 1.0)
+        if sched.pause.any():
+            waiting = (s.state == WAITING).any(axis=1)
+            due = np.maximum(sched.max_waiting_steps - self.waited, 1.0)
+            k = np.where(waiting & sched.pause, np.minimum(k, due), k)
+        # the steps the cache holds while the decodes grow it (no limit where nothing decodes)
+        grow = plan.decoded
+        room = np.divide(sched.kv_tokens - kv, grow, out=np.full_like(grow, np.inf), where=grow > 0)
+        k = np.where(sched.reserve_full, k, np.minimum(k, np.maximum(np.floor(room), 1.0)))
+        took = plan.tokens
+        if (took > 0).any():
+            prefilling = plan.take > 0
+            one = prefilling.sum(axis=1) == 1
+            demand = np.where(prefilling, s.weight * s.need, 0.0).sum(axis=1)
+            # the same chunk again: a prompt longer than the chunk the budget let it take
+            chunks = np.where(
+                one & (took < demand - 1e-9), np.floor(demand / np.maximum(took, 1e-9)), 1
+            )
+            k = np.where(took > 0, np.minimum(k, chunks), k)
+        if client.open_loop:
             until = self.arrivals - self.clock
             one_step = self._one_step(plan, costs, host)
             arrivals = np.ceil(np.maximum(until, 0.0) / np.maximum(one_step, 1e-9))
@@ -425,9 +501,20 @@ class _Run:
         return step_time(costs, host, m, context, prefill, np.zeros_like(m)).total
 
     def _prefill(
-        self, plan: Plan, per_request: np.ndarray, began: np.ndarray, recording: np.ndarray
+        self,
+        plan: Plan,
+        chunk: np.ndarray,
+        k: np.ndarray,
+        began: np.ndarray,
+        recording: np.ndarray,
     ) -> None:
-        """Prompt tokens in: the requests whose prompt is done get their (next) token."""
+        """Prompt tokens in: the requests whose prompt is done get their (next) token.
+
+        ``chunk``: each slot's prompt tokens per request a step; ``k``: the steps.
+        """
+        if not (plan.tokens > 0).any():
+            return
+        per_request = chunk * k[:, None]
         s = self.slots
         got = plan.take > 0
         admitted = plan.admitted
@@ -452,7 +539,7 @@ class _Run:
                 w = s.weight[rows, cols]
                 lo = hi - (hi - began) * (1.0 - 1.0 / np.maximum(w, 1.0))
                 for value in (lo + 0.25 * (hi - lo), lo + 0.75 * (hi - lo)):
-                    _add(self.ttft_hist, rows, value, w / 2.0)
+                    self._sample("ttft_hist", rows, value, w / 2.0)
                 self.sums[:, 0] += np.bincount(rows, w * (lo + hi) / 2.0, len(self.clock))
                 self.sums[:, 1] += np.bincount(rows, w, len(self.clock))
         s.first = np.where(first, self.clock[:, None], s.first)
@@ -463,76 +550,102 @@ class _Run:
     def _decode(
         self, plan: Plan, k: np.ndarray, start: np.ndarray, each: np.ndarray, recording: np.ndarray
     ) -> None:
+        """The decodes' ``k`` tokens each, and their gaps where the row is measuring."""
         s = self.slots
         dec = plan.decodes
         if not dec.any():
             return
-        w = np.where(dec & recording[:, None], s.weight, 0.0)
+        if recording.any():
+            self._record_gaps(dec, k, start, each, recording)
+        tokens = np.where(dec, k[:, None], 0.0)
+        s.generated = s.generated + tokens
+        s.context = s.context + tokens
+        s.last = np.where(dec, self.clock[:, None], s.last)
+
+    def _record_gaps(
+        self, dec: np.ndarray, k: np.ndarray, start: np.ndarray, each: np.ndarray, rec: np.ndarray
+    ) -> None:
+        s = self.slots
+        w = np.where(dec & rec[:, None], s.weight, 0.0)
+        gaps = w.sum(axis=1) * k
         # a request's first gap in the run spans whatever stalled it since its last token; the
         # others are the run's steps
         first = start[:, None] + each[:, None] - s.last
         stalled = (w > 0) & (first > each[:, None] * (1.0 + 1e-9))
-        rows, cols = np.nonzero(stalled)
-        if rows.size:
-            _add(self.gap_hist, rows, first[rows, cols], w[rows, cols])
-        plain = w.sum(axis=1) * k - np.where(stalled, w, 0.0).sum(axis=1)
+        stalled_time, plain = 0.0, gaps
+        if stalled.any():
+            rows, cols = np.nonzero(stalled)
+            self._sample("gap_hist", rows, first[rows, cols], w[rows, cols])
+            stalled_time = np.where(stalled, w * first, 0.0).sum(axis=1)
+            plain = gaps - np.where(stalled, w, 0.0).sum(axis=1)
         steady = np.nonzero(plain > 0)[0]
         if steady.size:
-            _add(self.gap_hist, steady, each[steady], plain[steady])
-        self.sums[:, 2] += np.where(stalled, w * first, 0.0).sum(axis=1) + plain * each
-        self.sums[:, 3] += w.sum(axis=1) * k
-        s.generated = s.generated + np.where(dec, k[:, None], 0.0)
-        s.context = s.context + np.where(dec, k[:, None], 0.0)
-        s.last = np.where(dec, self.clock[:, None], s.last)
+            self._sample("gap_hist", steady, each[steady], plain[steady])
+        self.sums[:, 2] += stalled_time + plain * each
+        self.sums[:, 3] += gaps
 
     def _complete(self, sched: Scheduler, client: Client, recording: np.ndarray) -> None:
+        """The answers that are done: their latencies counted, their slots freed or reused."""
         s = self.slots
         over = (s.state == RUNNING) & (s.need <= 0) & (s.generated >= s.answer)
         if not over.any():
             return
         w = np.where(over, s.weight, 0.0)
-        rec = recording[:, None]
-        tpot = (s.last - s.first) / np.maximum(s.answer - 1.0, 1.0)
-        lpt = (s.last - s.arrived) / np.maximum(s.answer, 1.0)
-        many = over & (s.answer > 1)
-        self.sums[:, 4] += np.where(many & rec, w * tpot, 0.0).sum(axis=1)
-        self.sums[:, 5] += np.where(many & rec, w, 0.0).sum(axis=1)
-        self.sums[:, 6] += np.where(over & rec, w * lpt, 0.0).sum(axis=1)
-        self.sums[:, 7] += np.where(over & rec, w, 0.0).sum(axis=1)
+        if recording.any():
+            self._record_latencies(over, w, recording)
         self.completed = self.completed + w.sum(axis=1)
-        static = (sched.policy == STATIC)[:, None]
-        # a static batch carries its finished requests until its longest answer ends
-        s.state = np.where(over & static, PADDING, s.state).astype(np.int8)
-        batch_over = static[:, 0] & ~(s.state == RUNNING).any(axis=1)
-        freed = over & ~static
-        freed |= (s.state == PADDING) & batch_over[:, None]
-        s.state = np.where(freed, _after(client)[:, None], s.state).astype(np.int8)
+        static = sched.static[:, None]
+        batches = sched.static.any()
+        freed = over
+        if batches:
+            # a static batch carries its finished requests until its longest answer ends
+            s.state = np.where(over & static, PADDING, s.state).astype(np.int8)
+            batch_over = sched.static & ~(s.state == RUNNING).any(axis=1)
+            freed = (over & ~static) | ((s.state == PADDING) & batch_over[:, None])
+        s.state = np.where(freed, client.after[:, None], s.state).astype(np.int8)
         # rounds: a request's user waits for the whole round to end, then all send together
-        rounds = client.kind == ROUNDS
+        rounds = client.rounds
         if rounds.any():
             active = ((s.state == WAITING) | (s.state == RUNNING) | (s.state == PADDING)).any(1)
             next_round = (rounds & ~active)[:, None] & (s.state == DONE) & (s.weight > 0)
             s.state = np.where(next_round, WAITING, s.state).astype(np.int8)
             s.last = np.where(next_round, self.clock[:, None], s.last)
-            freed |= next_round
-        again = freed & ((client.kind == CLOSED) | rounds)[:, None] & (s.state == WAITING)
+            freed = freed | next_round
+        again = freed & client.resends[:, None] & (s.state == WAITING)
         if again.any():
             s.arrived = np.where(again, s.last, s.arrived)
-            s.arrived = np.where(again & static, self.clock[:, None], s.arrived)
+            if batches:
+                s.arrived = np.where(again & static, self.clock[:, None], s.arrived)
             order = self.next_order[:, None] + np.cumsum(again, axis=1)
             s.order = np.where(again, order, s.order)
             self.next_order = self.next_order + again.sum(axis=1)
             self._draw(again, client)
 
+    def _record_latencies(self, over: np.ndarray, w: np.ndarray, recording: np.ndarray) -> None:
+        """The TPOT and latency per token of the answers ``over`` (weights ``w``) that count."""
+        s = self.slots
+        counted = over & recording[:, None]
+        many = counted & (s.answer > 1)
+        tpot = (s.last - s.first) / np.maximum(s.answer - 1.0, 1.0)
+        lpt = (s.last - s.arrived) / np.maximum(s.answer, 1.0)
+        self.sums[:, 4] += np.where(many, w * tpot, 0.0).sum(axis=1)
+        self.sums[:, 5] += np.where(many, w, 0.0).sum(axis=1)
+        self.sums[:, 6] += np.where(counted, w * lpt, 0.0).sum(axis=1)
+        self.sums[:, 7] += np.where(counted, w, 0.0).sum(axis=1)
+
     def _ended(self, client: Client) -> np.ndarray:
         s = self.slots
-        target = client.warmup + client.measured
-        active = ((s.state == WAITING) | (s.state == RUNNING) | (s.state == PADDING)).any(axis=1)
-        # an open loop whose queue outgrew its slots ends there: the engine cannot keep up
-        overloaded = (client.kind == POISSON) & (self.overloaded > 0)
-        return (self.completed >= target - 1e-9) | ((client.kind == ONESHOT) & ~active) | overloaded
+        ended = self.completed >= client.warmup + client.measured - 1e-9
+        if client.one_shot.any():
+            active = ((s.state == WAITING) | (s.state == RUNNING) | (s.state == PADDING)).any(1)
+            ended |= client.one_shot & ~active
+        if client.open_loop:
+            # an open loop whose queue outgrew its slots ends there: the engine cannot keep up
+            ended |= (client.kind == POISSON) & (self.overloaded > 0)
+        return ended
 
     def statistics(self) -> dict[str, np.ndarray]:
+        self._flush()
         sums, wall = self.sums, np.maximum(self.wall, 1e-12)
         with np.errstate(invalid="ignore", divide="ignore"):
             out = {
@@ -554,10 +667,8 @@ class _Run:
         return {k: out[k] for k in STATISTICS}
 
 
-def _after(client: Client) -> np.ndarray:
-    """A finished request's slot: waiting again (closed loop), free (Poisson) or done."""
-    kind = client.kind
-    return np.where(kind == CLOSED, WAITING, np.where(kind == POISSON, IDLE, DONE))
+# The fields of ``_Run`` that hold a row each (all but its slots and pending samples).
+_ROWS = tuple(f.name for f in fields(_Run) if f.name not in ("slots", "pending"))
 
 
 def _add(hist: np.ndarray, rows: np.ndarray, value: np.ndarray, weight: np.ndarray) -> None:

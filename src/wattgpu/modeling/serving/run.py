@@ -80,6 +80,11 @@ _SIMULATED: dict[bytes, np.ndarray] = {}
 _MAX_KEPT = 100_000
 
 
+def forget_simulated() -> None:
+    """Forget the rows this process simulated (a benchmark times a query simulated afresh)."""
+    _SIMULATED.clear()
+
+
 def _keys(costs: TokenCosts, plan: Setup, seed: int) -> list[bytes]:
     """A key per row: the bytes of every number the loop reads of it, and the seed."""
     parts = [np.asarray(getattr(costs, f.name), dtype=float) for f in fields(costs)]

@@ -24,6 +24,7 @@ request back to the front of the queue (``preempt``). Pure numpy.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -62,6 +63,27 @@ class Scheduler:
     def take(self, rows: np.ndarray) -> Scheduler:
         """The schedulers of the rows ``rows`` only."""
         return Scheduler(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+    # The policies' masks, kept: the loop asks for them every step, and a row's policy is fixed.
+    @cached_property
+    def mixed(self) -> np.ndarray:
+        """Rows whose steps decode and prefill together (decode-first, in-flight)."""
+        return (self.policy == DECODE_FIRST) | (self.policy == INFLIGHT)
+
+    @cached_property
+    def pause(self) -> np.ndarray:
+        """Rows whose engine pauses its running batch to prefill a new one (TGI)."""
+        return self.policy == PREFILL_PAUSE
+
+    @cached_property
+    def static(self) -> np.ndarray:
+        """Rows whose engine runs static batches."""
+        return self.policy == STATIC
+
+    @cached_property
+    def alone(self) -> np.ndarray:
+        """Rows whose engine decodes only in steps that prefill nothing."""
+        return (self.policy == PREFILL_FIRST) | self.pause
 
 
 @dataclass
@@ -119,6 +141,8 @@ class Plan:
         decodes: slots that decode one token each in the step.
         carried: slots the step carries without a token (a static batch's finished requests).
         admitted: slots admitted from the queue in the step.
+        tokens: prompt tokens each row prefills in the step (``take``'s sum).
+        decoded: requests each row decodes in the step (``decodes``' weights).
 
     """
 
@@ -126,13 +150,16 @@ class Plan:
     decodes: np.ndarray
     carried: np.ndarray
     admitted: np.ndarray
+    tokens: np.ndarray
+    decoded: np.ndarray
 
 
 def kv_used(slots: Slots, sched: Scheduler) -> np.ndarray:
     """KV-cache tokens each row's running requests hold (or reserved, for no-evict engines)."""
     running = (slots.state == RUNNING) | (slots.state == PADDING)
-    full = slots.prompt + slots.answer
-    held = np.where(sched.reserve_full[:, None], full, slots.context + slots.need)
+    held = slots.context + slots.need
+    if sched.reserve_full.any():
+        held = np.where(sched.reserve_full[:, None], slots.prompt + slots.answer, held)
     return (np.where(running, slots.weight * held, 0.0)).sum(axis=1)
 
 
@@ -200,20 +227,19 @@ def plan_step(
     partial = running & prompt_left
     running_w = np.where(running | padding, weight, 0.0).sum(axis=1)
     decode_w = np.where(decoding, weight, 0.0).sum(axis=1)
-    waiting_w = np.where(waiting, weight, 0.0).sum(axis=1)
-    policy = sched.policy
 
-    mixed = (policy == DECODE_FIRST) | (policy == INFLIGHT)
     # the tokens left for prompts in this step
-    budget = np.where(mixed, np.maximum(sched.budget - decode_w, 0.0), sched.budget)
+    budget = np.where(sched.mixed, np.maximum(sched.budget - decode_w, 0.0), sched.budget)
     # who may be admitted at all this step
-    pause = policy == PREFILL_PAUSE
-    ready = (
-        (running_w <= 0)
-        | (waiting_w >= sched.waiting_ratio * running_w)
-        | (waited_steps >= sched.max_waiting_steps)
-    )
-    admit_ok = ~((policy == STATIC) & (running_w > 0)) & (~pause | ready)
+    admit_ok = ~(sched.static & (running_w > 0))
+    if sched.pause.any():
+        waiting_w = np.where(waiting, weight, 0.0).sum(axis=1)
+        ready = (
+            (running_w <= 0)
+            | (waiting_w >= sched.waiting_ratio * running_w)
+            | (waited_steps >= sched.max_waiting_steps)
+        )
+        admit_ok &= ~sched.pause | ready
 
     candidates = waiting & admit_ok[:, None]
     # only the rows with a prompt to prefill go through the queue
@@ -222,7 +248,7 @@ def plan_step(
         take = np.zeros(state.shape)
         admitted = np.zeros(state.shape, bool)
     else:
-        every = busy.size == len(policy)
+        every = busy.size == len(sched.policy)
         rows = slice(None) if every else busy
         used = kv_used(slots, sched) if kv is None else kv
         got, new = _fill(
@@ -241,15 +267,23 @@ def plan_step(
             take = np.zeros(state.shape)
             admitted = np.zeros(state.shape, bool)
             take[busy], admitted[busy] = got, new
-    prefilling = take.sum(axis=1) > 0
+    tokens = take.sum(axis=1)
     # prefill-first and pausing engines decode only in steps that prefill nothing; a static batch
     # decodes once all of it is prefilled
-    alone = (policy == PREFILL_FIRST) | pause
-    static_busy = (policy == STATIC) & ((partial | admitted).any(axis=1))
-    decode_now = ~((alone & prefilling) | static_busy)
+    decode_now = ~(sched.alone & (tokens > 0))
+    if sched.static.any():
+        decode_now &= ~(sched.static & ((partial | admitted).any(axis=1)))
     decodes = decoding & decode_now[:, None]
     carried = padding & decode_now[:, None]
-    return Plan(take=take, decodes=decodes, carried=carried, admitted=admitted)
+    decoded = np.where(decodes, weight, 0.0).sum(axis=1)
+    return Plan(
+        take=take,
+        decodes=decodes,
+        carried=carried,
+        admitted=admitted,
+        tokens=tokens,
+        decoded=decoded,
+    )
 
 
 def _fill(
@@ -308,9 +342,8 @@ def _fill(
     before = np.cumsum(counted, axis=1) - counted
     left = np.maximum(budget[:, None] - before, 0.0)
     chunked = sched.chunked[rows]
-    got = np.zeros(left.shape)
-    if chunked.any():
-        got = np.where(chunked[:, None], np.minimum(demand, left), got)
+    # a chunked engine takes what the budget leaves
+    got = np.minimum(demand, left)
     if not chunked.all():
         whole = np.where(need > 0, np.floor(left / np.maximum(need, 1e-9) + 1e-9) * need, 0.0)
         got = np.where(chunked[:, None], got, np.minimum(demand, whole))

@@ -41,6 +41,9 @@ class TokenCosts:
 
     def mem_a(self, tokens: ArrayLike) -> np.ndarray:
         """Time to read the weights a step of ``tokens`` tokens touches, s."""
+        if not (self.mem_expert > 0).any():
+            # dense LLMs only: no routed expert to count (the loop asks every step)
+            return self.mem_dense
         hit = expected_experts(self.experts, self.per_token, tokens)
         return self.mem_dense + self.mem_expert * np.where(self.mem_expert > 0, hit, 0.0)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def setup(rows: Rows) -> Setup:
     batch = values(rows, "batch_size", np.nan, positive=True)
     seqs = _override(seqs, np.where(harness["batch_is_max_num_seqs"] > 0, batch, np.nan))
     seqs = _override(seqs, values(rows, "max_num_seqs", np.nan, positive=True))
-    line_chunks = table.table["chunked_prefill"].astype(float).to_numpy()[lines]
+    line_chunks = _line_columns()["chunked_prefill"][lines]
     chunked = _override(line_chunks, harness["chunked_prefill"])
     chunked = _override(chunked, values(rows, "chunked_prefill", np.nan))
     # chunking turned off on a line that chunks: a step must hold a whole prompt, so the budget
@@ -83,7 +84,8 @@ def setup(rows: Rows) -> Setup:
     off = (line_chunks > 0) & (chunked <= 0) & ~stated
     budget = np.where(off, np.maximum(budget, whole), budget)
     client = _client(rows, n, harness, seqs)
-    policy = np.array([POLICIES.index(p) for p in table.table["policy"]])[lines]
+    line = {name: column[lines] for name, column in _line_columns().items()}
+    policy = line["policy"]
     # a static engine takes its whole batch
     seqs = np.where(policy == POLICIES.index("static"), np.maximum(seqs, client.users), seqs)
     scheduler = Scheduler(
@@ -93,25 +95,23 @@ def setup(rows: Rows) -> Setup:
         max_seqs=seqs,
         # an engine that starts holds at least one whole request (a measured row ran)
         kv_tokens=np.maximum(
-            _kv_tokens(rows, lines, harness["memory_fraction"], gpus),
+            _kv_tokens(rows, line, harness["memory_fraction"], gpus),
             client.prompt + client.answer,
         ),
-        reserve_full=(table.table["reserve"] == "full").to_numpy()[lines],
-        waiting_ratio=np.nan_to_num(table.column("waiting_served_ratio").to_numpy()[lines]),
-        max_waiting_steps=np.nan_to_num(
-            table.column("max_waiting_steps").to_numpy()[lines], nan=np.inf
-        ),
+        reserve_full=line["reserve_full"],
+        waiting_ratio=np.nan_to_num(line["waiting_served_ratio"]),
+        max_waiting_steps=np.nan_to_num(line["max_waiting_steps"], nan=np.inf),
     )
     layers = values(rows, "llm_num_layers", 32.0, positive=True)
     share = _override(np.ones(n), harness["host_share"])
     host = HostTime(
         fixed=share
         * (
-            table.column("host_fixed_s").to_numpy()[lines]
-            + table.column("host_per_shard_s").to_numpy()[lines] * (gpus - 1.0)
-            + table.column("host_per_layer_s").to_numpy()[lines] * layers
+            line["host_fixed_s"]
+            + line["host_per_shard_s"] * (gpus - 1.0)
+            + line["host_per_layer_s"] * layers
         ),
-        per_seq=share * table.column("host_per_seq_s").to_numpy()[lines],
+        per_seq=share * line["host_per_seq_s"],
     )
     # a fitted host time (``host.fit_host_time``) stands over the table's guess
     host = HostTime(
@@ -119,6 +119,30 @@ def setup(rows: Rows) -> Setup:
         per_seq=_override(host.per_seq, values(rows, "host_per_seq_s", np.nan)),
     )
     return Setup(host=host, scheduler=scheduler, client=client)
+
+
+@cache
+def _line_columns() -> dict[str, np.ndarray]:
+    """The columns of ``engine_lines()`` that ``setup`` reads, as arrays, converted once.
+
+    (Converting them took most of a one-row query's set-up time.)
+    """
+    table = engine_lines()
+    numeric = (
+        "memory_fraction",
+        "waiting_served_ratio",
+        "max_waiting_steps",
+        "host_fixed_s",
+        "host_per_shard_s",
+        "host_per_layer_s",
+        "host_per_seq_s",
+    )
+    columns = {name: table.column(name).to_numpy() for name in numeric}
+    columns["chunked_prefill"] = table.table["chunked_prefill"].astype(float).to_numpy()
+    columns["policy"] = np.array([POLICIES.index(p) for p in table.table["policy"]])
+    columns["reserve_full"] = (table.table["reserve"] == "full").to_numpy()
+    columns["of_free"] = (table.table["memory_of"] == "free").to_numpy()
+    return columns
 
 
 def _override(default: np.ndarray, given: np.ndarray) -> np.ndarray:
@@ -227,14 +251,16 @@ def _shape(lengths: str, spread: float, side: str) -> np.ndarray:
 
 
 def _kv_tokens(
-    rows: Rows, lines: np.ndarray, fraction_override: np.ndarray, gpus: np.ndarray
+    rows: Rows, line: Mapping[str, np.ndarray], fraction_override: np.ndarray, gpus: np.ndarray
 ) -> np.ndarray:
-    """Tokens the KV cache holds: the engine's share of memory after the weights, per token."""
-    table = engine_lines()
-    fraction = _override(table.column("memory_fraction").to_numpy()[lines], fraction_override)
+    """Tokens the KV cache holds: the engine's share of memory after the weights, per token.
+
+    ``line``: each row's line's ``_line_columns``.
+    """
+    fraction = _override(line["memory_fraction"], fraction_override)
     total = values(rows, "gpu_memory_gb", 80.0, positive=True) * 1e9 * gpus
     weights = values(rows, "weight_bytes", 0.0)
-    of_free = (table.table["memory_of"] == "free").to_numpy()[lines]
+    of_free = line["of_free"]
     room = np.where(of_free, fraction * (total - weights), fraction * total - weights)
     per_token = values(rows, "kv_bytes_per_token", 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
