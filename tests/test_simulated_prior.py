@@ -131,3 +131,18 @@ def test_an_engine_lines_host_time_from_two_rows_built_by_hand():
     columns = host_columns(lines, fitted, table_fixed)
     np.testing.assert_allclose(columns["host_fixed_s"][:2], 0.002)
     assert np.isnan(columns["host_fixed_s"][2]) and np.isnan(columns["host_per_seq_s"][2])
+
+
+def test_a_model_on_the_simulated_prior_takes_the_knobs_in_its_median_so_no_note_says_otherwise():
+    from wattgpu.modeling.answering.inference import setup_notes
+
+    rows = {
+        "client": np.array(["closed", None], dtype=object),
+        "max_num_seqs": np.array([4.0, np.nan]),
+        "max_batched_tokens": np.array([np.nan, np.nan]),
+        "chunked_prefill": np.array([np.nan, np.nan]),
+    }
+    closed_form = setup_notes("itl", rows)
+    assert closed_form[0].startswith("the stated client and engine knobs act on the p90 and p99")
+    assert closed_form[1] == ""
+    assert list(setup_notes("itl", rows, simulated_prior=True)) == ["", ""]

@@ -148,7 +148,7 @@ def answer_columns(
             np.asarray(domain_warnings(rows, card.domain), dtype=object),
             interval_notes(target, np.asarray(rows["scenario"]), bounded),
         ),
-        setup_notes(target, rows),
+        setup_notes(target, rows, simulated_prior=bool(card.simulated_prior)),
     )
     return {column: answer[column] for column in output_columns(target)}
 
@@ -169,18 +169,21 @@ def interval_notes(target: str, scenarios: np.ndarray, bounded: Intervals) -> np
     return out
 
 
-def setup_notes(target: str, rows: Any) -> np.ndarray:
+def setup_notes(target: str, rows: Any, simulated_prior: bool = False) -> np.ndarray:
     """Per row, what the client and engine knobs it states act on ('' where it states none).
 
-    The trees do not take them: they act on a latency's p90 and p99 only, through the simulated
-    serving loop (``answering.tails``), and on no median and no power. The answer says so rather
-    than seem to take them everywhere.
+    The trees do not take them: on the closed-form prior they act on a latency's p90 and p99
+    only, through the simulated serving loop (``answering.tails``), and on no median and no
+    power. The answer says so rather than seem to take them everywhere. A model on the
+    ``simulated_prior`` takes them in every answer, through its prior: no note.
     """
     client = ~blanks(np.asarray(rows["client"], dtype=object))  # checked text, or None
     knobs = np.zeros(len(client), dtype=bool)
     for column in KNOB_COLUMNS:
         knobs |= np.isfinite(np.asarray(rows[column], dtype=float))
     out = np.full(len(client), "", dtype=object)
+    if simulated_prior:
+        return out
     for stated, named, verb in (
         (client & knobs, "the stated client and engine knobs", "act"),
         (client & ~knobs, "the stated client", "acts"),
