@@ -286,15 +286,19 @@ def run(
                 chosen += [{"target": target, **p} for p in params]
                 if target == "itl":
                     records += score_by_statistic(oof, split)
-            prior = None
+            on_prior = None
             if PRIOR_METHOD in methods or SCALED_METHOD in methods:
-                prior = (
+                on_prior = (
                     oof if oof is not None else prior_out_of_fold(chosen_recipe, data, split, seed)
                 )
             if PRIOR_METHOD in methods:
-                records += scored(prior.assign(pred=prior["prior"]), PRIOR_METHOD, target, split)
+                records += scored(
+                    on_prior.assign(pred=on_prior["prior"]), PRIOR_METHOD, target, split
+                )
             if SCALED_METHOD in methods:
-                records += scored(prior.assign(pred=prior["scaled"]), SCALED_METHOD, target, split)
+                records += scored(
+                    on_prior.assign(pred=on_prior["scaled"]), SCALED_METHOD, target, split
+                )
             if BASELINE_OF[target] in methods:
                 records += scored(baseline, BASELINE_OF[target], target, split)
             if NEAREST_METHOD in methods:
