@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -275,8 +278,53 @@ def serving(store: dict, command: Callable[[int], list[str]], log_name: str) -> 
 
 @pytest.fixture(scope="session")
 def store(tmp_path_factory, catalog):
-    """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production."""
-    return tuned_store(tmp_path_factory.mktemp("store"), catalog, ("power", "itl"))
+    """Both targets tuned briefly on generated rows of six GPUs, registered, v1 in production.
+
+    Tuned once per suite: under xdist the first worker to ask tunes a template store, and each
+    worker gets its own copy of the template's databases (tests register and promote in
+    theirs); the runs' artifacts stay in the template, read in place. ``artifacts`` is the
+    folder that holds them.
+    """
+    root = tmp_path_factory.mktemp("store")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return {**tuned_store(root, catalog, STORE_TARGETS), "artifacts": root}
+    template = tmp_path_factory.getbasetemp().parent / "store-template"
+    made = template.parent / "store-template.json"
+    with (template.parent / "store-template.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the template
+        if not made.exists():
+            shutil.rmtree(template, ignore_errors=True)  # what a failed attempt left
+            template.mkdir()
+            runs = tuned_store(template, catalog, STORE_TARGETS)["runs"]
+            made.write_text(json.dumps(runs))
+    for name in ("mlflow.db", "optuna.db"):
+        with closing(sqlite3.connect(template / name)) as source:
+            with closing(sqlite3.connect(root / name)) as copy:
+                source.backup(copy)
+    shutil.copy(template / "small.csv", root / "small.csv")
+    settings = store_settings(root)
+    from wattgpu.lifecycle import tracking
+
+    tracking.configure(settings.tracking_uri)
+    return {
+        "root": root,
+        "settings": settings,
+        "runs": json.loads(made.read_text()),
+        "artifacts": template,
+    }
+
+
+STORE_TARGETS = ("power", "itl")
+
+
+def store_settings(root: Path) -> Settings:
+    """The settings of a store made by ``tuned_store`` in ``root``."""
+    return Settings(
+        SHIPPED_DATA_DIR,
+        tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
+        optuna_storage=f"sqlite:///{root / 'optuna.db'}",
+        recipe=TEST_RECIPE,
+    )
 
 
 def tuned_store(root: Path, catalog: Catalog, targets: tuple[str, ...]) -> dict:
@@ -288,12 +336,7 @@ def tuned_store(root: Path, catalog: Catalog, targets: tuple[str, ...]) -> dict:
     rows = synthesize(catalog, seed=2)
     data = root / "small.csv"
     rows[rows["gpu"].isin(SERVED_GPUS)].to_csv(data, index=False)
-    settings = Settings(
-        SHIPPED_DATA_DIR,
-        tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
-        optuna_storage=f"sqlite:///{root / 'optuna.db'}",
-        recipe=TEST_RECIPE,
-    )
+    settings = store_settings(root)
     runs = {
         t: pipeline.tune(settings, t, data_paths=[data], trials=1, show_progress=False).run_id
         for t in targets
