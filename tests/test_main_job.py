@@ -52,15 +52,13 @@ def installed(tmp_path_factory) -> dict:
     )
     wheel = next(root.glob("wattgpu-*.whl"))
     venv = root / "venv"
-    run([sys.executable, "-m", "venv", str(venv)], root, dict(os.environ))
+    # no pip of its own (ensurepip took 19 s on a loaded machine): this pip installs into it
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root, dict(os.environ))
     site = next((venv / "lib").glob("python3*/site-packages"))
     # the test environment's packages, after the venv's own (so the wheel's wattgpu wins)
     (site / "test-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-        root,
-        dict(os.environ),
-    )
+    install = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install"]
+    run([*install, "-q", "--no-deps", str(wheel)], root, dict(os.environ))
     elsewhere = root / "elsewhere"
     elsewhere.mkdir()
     env = {
