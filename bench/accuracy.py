@@ -45,7 +45,7 @@ records: the held-out family's key; blank on pooled records).
 ITL: ``itl_s`` is always a per-request quantity, but the sources report different statistics of it
 (median gap, mean TPOT, latency / output tokens including the prefill; ``itl_kind``). The target
 is the served statistic, the median gap: rows that measured a time per token that counts
-prefills are converted to it (``features.median_itl``, docs/model.md), the statistic they
+prefills are converted to it (``itl.median_itl``, docs/model.md), the statistic they
 measured stays a feature (``itl_statistic``), and ``catboost (median-ITL rows)`` scores the model
 on the rows that measured the median alone.
 

@@ -1,7 +1,7 @@
 """Row counts of the shipped measurement tables per GPU x engine x scenario (for data/README.md).
 
 Then, per source and ITL statistic, how much the conversion to the served statistic (the median
-gap, ``wattgpu.modeling.physical.features.median_itl``) takes off the measured ITL
+gap, ``wattgpu.modeling.physical.itl.median_itl``) takes off the measured ITL
 (docs/model.md), and on the rows that measured both, the median gap over the mean gap.
 
 python bench/data_counts.py [--data DIR] [--measurements PATH ...]

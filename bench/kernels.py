@@ -43,7 +43,8 @@ from wattgpu.data.kernels import (
 )
 from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.physical.features import build_features, with_prior
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.prior_columns import with_prior
 
 RAW = (
     Path(__file__).resolve().parents[1].parent

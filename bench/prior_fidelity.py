@@ -1,4 +1,4 @@
-"""How close the closed-form prior (wattgpu.modeling.physical.physics) comes to real measurements.
+"""How close the closed-form prior (wattgpu.modeling.physical.regimes) comes to real measurements.
 
 Reads the shipped real measurement tables, keeps single-GPU, 16-bit, dense rows and prints the
 MdAPE of the model's power and per-request ITL against them, per data set and engine and overall,
@@ -34,7 +34,6 @@ from benchinfo import add_data_arguments, load_measured, machine
 
 from wattgpu.modeling.learning.baselines import load_scaled_tdp, roofline_itl
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.physical.features import with_prior
 from wattgpu.modeling.physical.physics import (
     DEFAULT_CONSTANTS,
     NO_ENGINE_EFFECTS,
@@ -49,6 +48,7 @@ from wattgpu.modeling.physical.prior import (
     fit_engine_floors,
     fit_ttft_terms,
 )
+from wattgpu.modeling.physical.prior_columns import with_prior
 from wattgpu.modeling.physical.synthetic import calibrate, fidelity
 
 
@@ -153,7 +153,7 @@ def main() -> None:
     add_data_arguments(parser)
     args = parser.parse_args()
 
-    print("# Prior fidelity (wattgpu.modeling.physical.physics vs real measurements)\n")
+    print("# Prior fidelity (wattgpu.modeling.physical.regimes vs real measurements)\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"- machine: {machine()}")
     print(f"- python {platform.python_version()}, pandas {pd.__version__}")

@@ -12,9 +12,9 @@ simulated / measured) of:
 * the busy share beside the measured power over TDP where power was measured (their medians:
   the simulation gives no watts; Spearman's rho over all such rows at the end).
 
-Beside them, on the same rows, today's closed-form prior (``features.with_prior``) against the
+Beside them, on the same rows, today's closed-form prior (``prior_columns.with_prior``) against the
 same measurements: its TTFT against the measured TTFT and its ITL against the measured ITL
-converted to the median gap (``features.median_itl``), as the main job scores it.
+converted to the median gap (``itl.median_itl``), as the main job scores it.
 
 Then the speed: every shipped row simulated at once, and one query alone (median of 5 runs, each
 simulated afresh: ``simulate_rows`` keeps the rows it simulated), in wall time and in this
@@ -36,11 +36,9 @@ import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 from scipy.stats import spearmanr
 
-from wattgpu.modeling.physical.features import (
-    build_features,
-    median_itl,
-    with_prior,
-)
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.itl import median_itl
+from wattgpu.modeling.physical.prior_columns import with_prior
 from wattgpu.modeling.serving.prior import simulated_itl, simulated_ttft
 from wattgpu.modeling.serving.run import forget_simulated, simulate_rows
 

@@ -6,11 +6,11 @@ import pytest
 from wattgpu.modeling.physical.features import (
     FEATURE_COLUMNS,
     build_features,
-    engine_year,
     feature_matrix,
     itl_statistic,
 )
 from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, DEFAULT_ENGINE_EFFECTS
+from wattgpu.modeling.physical.workload import engine_year
 
 
 def query(**overrides):
@@ -257,7 +257,7 @@ def test_the_latency_models_take_no_input_a_query_cannot_send(catalog, target):
 def test_kv_cache_bytes_per_token_of_mla_sliding_window_and_linear_attention_by_hand():
     import numpy as np
 
-    from wattgpu.modeling.physical.features import kv_bytes_per_token
+    from wattgpu.modeling.physical.sizes import kv_bytes_per_token
 
     nan = float("nan")
     columns = {  # DeepSeek-R1 (MLA), gpt-oss-120b (sliding), Qwen3.5-397B (linear hybrid)

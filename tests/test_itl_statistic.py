@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from conftest import PLAIN
 
-from wattgpu.modeling.physical.features import build_features, median_itl
-from wattgpu.modeling.physical.physics import serving_model_columns
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.itl import median_itl
+from wattgpu.modeling.physical.regimes import serving_model_columns
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, rows_with_target
 
 # A dense 8B LLM in 16-bit (16 GB read per step) on a 1,000 GB/s, 100 TFLOP/s GPU; no KV cache.

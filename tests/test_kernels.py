@@ -22,7 +22,7 @@ from wattgpu.data.kernels import (
 from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.queries import check_queries
 from wattgpu.modeling.physical.features import build_features
-from wattgpu.modeling.physical.physics import serving_model
+from wattgpu.modeling.physical.regimes import serving_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "aiconfigurator_kernels"
 RAW_KERNELS = (

@@ -16,8 +16,9 @@ from wattgpu.data.measurements import expand_paths, read_measurements, resolve_n
 from wattgpu.modeling.learning.evaluation import PRIOR_METHOD, evaluate, out_of_fold
 from wattgpu.modeling.learning.recipe import recipe_of
 from wattgpu.modeling.learning.splits import source_family, split_indices
-from wattgpu.modeling.physical.features import build_features, with_prior
+from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.prior import fit_constants, fit_engine_floors, refit_prior
+from wattgpu.modeling.physical.prior_columns import with_prior
 from wattgpu.modeling.physical.targets import rows_with_target
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wattgpu.modeling.physical.features import build_features, with_prior
+from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.physics import DEFAULT_TTFT_TERMS
 from wattgpu.modeling.physical.prior import (
     FLOOR_GRID,
@@ -18,6 +18,7 @@ from wattgpu.modeling.physical.prior import (
     refit_prior,
     refit_prior_for,
 )
+from wattgpu.modeling.physical.prior_columns import with_prior
 from wattgpu.modeling.serving.prior import refit_for
 
 

@@ -9,7 +9,8 @@ from conftest import gpu_row, llm_row
 from wattgpu.data.measurements import read_measurements, resolve_names
 from wattgpu.errors import ConfigError, DataError
 from wattgpu.modeling.physical.features import build_features
-from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants, serving_model
+from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
+from wattgpu.modeling.physical.regimes import serving_model
 from wattgpu.modeling.physical.synthetic import MEASUREMENT_COLUMNS, calibrate, fidelity, synthesize
 
 # Round numbers for the hand computations: memory 50 %, compute 50 %, 1 ms per step,

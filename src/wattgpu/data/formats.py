@@ -7,6 +7,11 @@ not in ``BYTES_PER_PARAM`` is refused, never read as 16-bit.
 
 from __future__ import annotations
 
+import numpy as np
+from numpy.typing import ArrayLike
+
+from wattgpu.arrays import unique_codes
+
 # Bytes per quantized weight, the format's scales included.
 BYTES_PER_PARAM = {
     "float32": 4.0,
@@ -64,3 +69,14 @@ def canonical_format(name: object) -> str:
     """One name per format (``bf16`` -> ``bfloat16``, ``float8`` -> ``fp8``, ...), lower case."""
     text = str(name).lower()
     return CANONICAL_FORMAT.get(text, text)
+
+
+def bytes_per_param(dtypes: ArrayLike) -> np.ndarray:
+    """Bytes per weight of each row's format name (``BYTES_PER_PARAM``); blank means 16-bit.
+
+    Queries and imported rows are checked against the known formats before they get here.
+    """
+    codes, names = unique_codes(dtypes)  # once per distinct format
+    mapped = np.empty(len(names), dtype=float)
+    mapped[:] = [BYTES_PER_PARAM.get(str(d).lower(), 2.0) for d in names]
+    return mapped[codes]

@@ -31,7 +31,7 @@ OPTIONAL_COLUMNS = (
     "itl_kind",
     # Wall time / all output tokens of the deployment (the WattGPU paper's *offline* "ITL").
     "inv_throughput_s_per_tok",
-    # Release year of the serving software (see wattgpu.modeling.physical.features.engine_year).
+    # Release year of the serving software (see wattgpu.modeling.physical.workload.engine_year).
     "engine_year",
     # Server rows of a closed loop: the number of users, each sending its next request as soon
     # as its previous answer ends (``request_rate_rps`` is then the rate achieved).

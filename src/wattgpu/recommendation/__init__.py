@@ -41,7 +41,7 @@ from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.configs import config_columns
 from wattgpu.modeling.answering.queries import SETUP_FIELDS, WORKLOAD_RANGES, checked_setup, show
-from wattgpu.modeling.physical.features import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from wattgpu.modeling.physical.workload import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.modeling.serving.checks import check_setup
 from wattgpu.recommendation.inputs import (
     check_positive,

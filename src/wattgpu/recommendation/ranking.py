@@ -23,13 +23,10 @@ from wattgpu.modeling.answering.configs import CONFIG_FIELD, config_columns
 from wattgpu.modeling.answering.domain import memory_fits
 from wattgpu.modeling.answering.queries import SETUP_FIELDS, show
 from wattgpu.modeling.answering.tails import PERCENTILES, TAILED
-from wattgpu.modeling.physical.features import (
-    DEFAULT_INPUT_TOKENS,
-    DEFAULT_OUTPUT_TOKENS,
-    ENGINE_MAX_BATCH,
-    KV_CACHE_MEMORY_SHARE,
-    build_features,
-)
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
+from wattgpu.modeling.physical.sizes import KV_CACHE_MEMORY_SHARE
+from wattgpu.modeling.physical.workload import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 
 Predictor = Callable[[pd.DataFrame, str], pd.DataFrame]
 

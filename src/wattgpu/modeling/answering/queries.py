@@ -27,12 +27,13 @@ from wattgpu.data.catalog import (
     Catalog,
 )
 from wattgpu.data.engines import DEFAULT_ENGINE, releases
+from wattgpu.data.formats import BYTES_PER_PARAM
 from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.data.vendors import other_vendor_problem
 from wattgpu.errors import QueryError, listing
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, described_columns
-from wattgpu.modeling.physical.features import BYTES_PER_PARAM, Columns
+from wattgpu.modeling.physical.columns import Columns
 from wattgpu.modeling.serving.workload import KNOB_RANGES
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")

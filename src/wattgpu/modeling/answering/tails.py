@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from wattgpu.modeling.physical.features import columns_of
+from wattgpu.modeling.physical.columns import columns_of
 from wattgpu.modeling.serving.run import simulate_rows
 
 PERCENTILES = ("p90", "p99")

@@ -34,7 +34,8 @@ from wattgpu.modeling.learning.splits import (
     split_indices,
 )
 from wattgpu.modeling.metrics import LOAD_COLUMNS, summarise
-from wattgpu.modeling.physical.features import ANALOG_FEATURES, DEFAULT_ITL_STATISTIC
+from wattgpu.modeling.physical.features import ANALOG_FEATURES
+from wattgpu.modeling.physical.itl import DEFAULT_ITL_STATISTIC
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, PRIOR_COLUMN, capped
 
 # A tuner: the hyperparameters it chose on these rows alone, for an objective of this split's

@@ -20,10 +20,10 @@ from catboost import CatBoostRegressor, FeaturesData, Pool
 from wattgpu.modeling.learning.analogs import Evidence, blended, with_analogs
 from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.recipe import CORRECTION_WEIGHT, Recipe
+from wattgpu.modeling.physical.columns import columns_of
 from wattgpu.modeling.physical.features import (
     CATEGORICAL_FEATURES,
     NUMERIC_FEATURES,
-    columns_of,
     feature_matrix,
 )
 from wattgpu.modeling.physical.targets import decode, encode

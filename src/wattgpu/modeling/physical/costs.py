@@ -15,13 +15,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from wattgpu.data.kernels import FALLBACK_EFFICIENCIES
-from wattgpu.modeling.physical.operations import (
-    FALLBACK_SPECS,
-    Rows,
-    StepWork,
-    expected_experts,
-    values,
-)
+from wattgpu.modeling.physical.columns import Table as Rows
+from wattgpu.modeling.physical.columns import values
+from wattgpu.modeling.physical.operations import FALLBACK_SPECS, StepWork, expected_experts
 
 # What a GPU column falls back to where a row leaves it blank.
 GPU_FALLBACKS = {

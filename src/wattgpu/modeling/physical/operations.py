@@ -9,13 +9,15 @@ up. Columns as ``build_features`` makes them (``dense_weight_bytes``, ``kv_bytes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
+
+# ``Rows``, ``length`` and ``values`` are also read here by ``wattgpu.modeling.serving``
+from wattgpu.modeling.physical.columns import Table as Rows
+from wattgpu.modeling.physical.columns import length as length
+from wattgpu.modeling.physical.columns import values
 
 # Stand-ins for a spec a row leaves blank, so that any row gets a finite prediction (the GPU's
 # kernel efficiencies: ``wattgpu.data.kernels.FALLBACK_EFFICIENCIES``, in ``costs``).
@@ -26,26 +28,6 @@ FALLBACK_SPECS = {
     "llm_params_b": 7.0,
     "link_bandwidth_gb_s": 32.0,  # PCIe 4.0 x16, one way
 }
-
-Rows = pd.DataFrame | Mapping[str, Any]
-
-
-def values(rows: Rows, column: str, default: float, positive: bool = False) -> np.ndarray:
-    """A float column; missing, non-finite, negative (zero if ``positive``) -> ``default``."""
-    if column not in rows:
-        return np.full(length(rows), default, dtype=float)
-    found = np.asarray(rows[column])
-    if found.dtype != np.float64:
-        found = np.asarray(pd.to_numeric(found, errors="coerce"), dtype=float)
-    ok = np.isfinite(found) & ((found > 0) if positive else (found >= 0))
-    return np.where(ok, found, default)
-
-
-def length(rows: Rows) -> int:
-    """The number of rows of a frame or of columns."""
-    if isinstance(rows, pd.DataFrame):
-        return len(rows)
-    return len(next(iter(rows.values()))) if rows else 0
 
 
 def expected_experts(num_experts: ArrayLike, per_token: ArrayLike, tokens: ArrayLike) -> np.ndarray:

@@ -16,7 +16,6 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from wattgpu.modeling.physical.features import with_prior
 from wattgpu.modeling.physical.physics import (
     DEFAULT_CONSTANTS,
     DEFAULT_TTFT_TERMS,
@@ -28,6 +27,7 @@ from wattgpu.modeling.physical.physics import (
     PhysicalConstants,
     TtftTerms,
 )
+from wattgpu.modeling.physical.prior_columns import with_prior
 from wattgpu.modeling.physical.synthetic import calibrate
 from wattgpu.modeling.physical.targets import MEASURED_COLUMN, SOURCE_COLUMN, rows_measuring
 

@@ -1,7 +1,7 @@
 """A generator of a measurement set marked as generated, and the fit of the analytical model.
 
-The analytical model of LLM serving itself (``PhysicalConstants``, ``DEFAULT_CONSTANTS``,
-``serving_model``) lives in ``wattgpu.modeling.physical.physics``; this module fits its
+The analytical model of LLM serving itself (``serving_model``, its ``PhysicalConstants`` in
+``physics``) lives in ``wattgpu.modeling.physical.regimes``; this module fits its
 constants to measured rows (``calibrate``, ``fidelity``) and draws a measurement set from it
 (``synthesize``). Pure: the CLI writes the file.
 """
@@ -17,14 +17,14 @@ from scipy.optimize import least_squares
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ConfigError, DataError
 from wattgpu.modeling.metrics import mdape
-from wattgpu.modeling.physical.features import build_features, columns_of
+from wattgpu.modeling.physical.columns import columns_of
+from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.physics import (
     CONSTANT_BOUNDS,
     DEFAULT_CONSTANTS,
     PhysicalConstants,
-    serving_model,
-    serving_model_columns,
 )
+from wattgpu.modeling.physical.regimes import serving_model, serving_model_columns
 
 # per target: (the analytical model's column, the measured column)
 PREDICTED_AND_MEASURED = {"power": ("power_w", "mean_power_w"), "itl": ("itl_s", "itl_s")}

@@ -1,13 +1,13 @@
 """Model targets and their way back to physical units.
 
 Both targets are the log-ratio of the measurement to the analytical model's answer for the same
-row (``wattgpu.modeling.physical.physics``, added by ``build_features``), so the trees learn
+row (``wattgpu.modeling.physical.regimes``, added by ``build_features``), so the trees learn
 only what the physics misses, and an unseen GPU's bandwidth and TDP act through the prior, which
 extrapolates, instead of through tree splits, which cannot. Power: ``log(mean_power_w /
 prior_power_cpu_w)``, the prior power of a GPU that waits for the engine's host-side step time; ITL:
 ``log(itl_median_s / prior_itl_s)`` (the measured ITL as the served statistic,
-``features.median_itl``); TTFT: ``log(ttft_s / prior_ttft_s)``, the prior being the request's
-prefill at the FP16 peak plus its queueing under the load (``features.with_prior``). What each
+``itl.median_itl``); TTFT: ``log(ttft_s / prior_ttft_s)``, the prior being the request's
+prefill at the FP16 peak plus its queueing under the load (``prior_columns.with_prior``). What each
 choice is worth on real data: ``bench/ablation.py``.
 """
 
@@ -25,7 +25,7 @@ TARGETS = ("power", "itl", "ttft")
 # The column of a measurement file that holds each target.
 SOURCE_COLUMN = {"power": "mean_power_w", "itl": "itl_s", "ttft": "ttft_s"}
 # The measured column each target predicts (``build_features`` adds ``itl_median_s``: the file's
-# ``itl_s`` as the served statistic, ``features.median_itl``), and the unit it is reported in.
+# ``itl_s`` as the served statistic, ``itl.median_itl``), and the unit it is reported in.
 MEASURED_COLUMN = {"power": "mean_power_w", "itl": "itl_median_s", "ttft": "ttft_s"}
 UNIT = {"power": "W", "itl": "ms", "ttft": "ms"}
 # (measured column, the prior column the target is relative to)
