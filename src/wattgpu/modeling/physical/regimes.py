@@ -1,16 +1,15 @@
 """The serving stage of the closed-form prior: power and per-request ITL from specs and workload.
 
 Pure functions of DataFrames (no I/O). ``wattgpu.modeling.physical.synthetic`` generates a
-measurement set with it and fits its constants; ``wattgpu.modeling.physical.features`` adds its
-predictions to every row as a physics prior that the trees correct. A roofline of the decode step
-plus queueing, with a few constants fitted to real measurements (``bench/prior_fidelity.py``).
+measurement set with it and fits its constants; ``wattgpu.modeling.physical.prior_columns`` adds
+its predictions to every row as a physics prior that the trees correct. A roofline of the decode
+step plus queueing, with a few constants fitted to real measurements (``bench/prior_fidelity.py``).
 A step is laid out as the field's tools lay it out: ``operations`` describes its work (weight
 GEMMs, attention over the KV cache, all-reduces, a prefill chunk), ``costs`` prices each on the
 rows' GPUs from their kernels' efficiencies, ``step`` adds them up; this module holds the serving
 regimes around the step (batches, Little's law, closed loops) and power, and ``physics`` their
 constants. It is the prior by default; ``wattgpu.modeling.serving`` simulates the serving loop
-instead, an option. Per GPU, with ``M``
-sequences decoded together:
+instead, an option. Per GPU, with ``M`` sequences decoded together:
 
 * decode step ``t(M) = step_overhead + M * seq_overhead + max(t_mem(M), t_comp(M)) + t_ar(M)``,
   with
