@@ -6,12 +6,15 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from wattgpu.config import Settings
-from wattgpu.errors import ConfigError, DataError, ModelNotFound, QueryError
-from wattgpu.lifecycle import registry, tracking
+from wattgpu.errors import ConfigError, DataError, ModelNotFound, QueryError, WattgpuError
+from wattgpu.lifecycle import alias_cache, store_creation
+from wattgpu.lifecycle.names import model_name, no_alias
+from wattgpu.lifecycle.served import ServedModel, read_folder
 from wattgpu.lifecycle.serving import clean_message
 from wattgpu.modeling.answering.inference import (
     FLOAT_OUTPUTS,
@@ -90,10 +93,8 @@ def ask_models(
         if url:
             answer = ask_server(url, queries)
         else:
-            tracking.configure(settings.tracking_uri, must_exist=True)
             try:
-                # the commands asking hide MLflow's warnings: skip its requirements check
-                model = registry.load(target, alias, check_requirements=False)
+                model = load_model(settings, target, alias)
             except ModelNotFound:
                 if len(targets) > 1 and target in OPTIONAL_TARGETS:
                     continue
@@ -158,14 +159,51 @@ def merged_warnings(by_target: dict[str, str]) -> str:
     return "; ".join([*shared, *own])
 
 
-def ask_loaded_model(model, queries: pd.DataFrame) -> pd.DataFrame:  # noqa: ANN001
-    """Run a loaded pyfunc model, turning its 400-style errors back into ``QueryError``."""
-    from mlflow.exceptions import MlflowException
+def load_model(settings: Settings, target: str, alias: str) -> Any:
+    """The registry's ``alias`` model of ``target``: a ``ServedModel``, or MLflow's pyfunc.
 
+    Where the store is an SQLite file whose alias is known (``alias_cache``) and the version's
+    folder holds one of our models, it is read from there without MLflow (whose import alone is
+    1-1.5 s of a one-query command); anything else is asked of MLflow.
+
+    Raises:
+        ModelNotFound: no store, or no version holds the alias.
+
+    """
+    kept = alias_cache.lookup(settings.tracking_uri, model_name(target), alias)
+    if kept is not None and kept[0] is None:  # kept only for an SQLite store: name its file
+        raise no_alias(target, alias, str(store_creation.sqlite_file(settings.tracking_uri)))
+    if kept is not None:
+        model = read_folder(Path(kept[1]))
+        if model is not None:
+            return model
+    from wattgpu.lifecycle import registry, tracking
+
+    tracking.configure(settings.tracking_uri, must_exist=True)
+    # the commands asking hide MLflow's warnings: skip its requirements check
+    return registry.load(target, alias, check_requirements=False)
+
+
+def ask_loaded_model(model: Any, queries: pd.DataFrame) -> pd.DataFrame:
+    """Run a loaded model, turning its 400-style errors back into ``QueryError``."""
     # Models logged before issue 10 type every input as double, and MLflow refuses to cast
     # int64 to it silently; today's models take the values as they are.
     queries = queries.apply(lambda c: c.astype(float) if pd.api.types.is_integer_dtype(c) else c)
+    if isinstance(model, ServedModel):
+        return _ask_served(model, queries)
+    from mlflow.exceptions import MlflowException
+
     try:
         return model.predict(queries)
     except MlflowException as exc:
         raise QueryError(clean_message(exc.message, limit=500)) from None
+
+
+def _ask_served(model: ServedModel, queries: pd.DataFrame) -> pd.DataFrame:
+    """``ServedModel.answer``, its errors worded as MLflow's pyfunc (``pyfunc.WattgpuModel``)."""
+    try:
+        return model.answer(queries)
+    except WattgpuError as exc:
+        raise QueryError(clean_message(str(exc), limit=500)) from None
+    except Exception as exc:  # a bug of ours, named as the served model names it
+        raise QueryError(f"internal error while predicting ({type(exc).__name__})") from exc

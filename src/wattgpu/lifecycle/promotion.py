@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from wattgpu.errors import ConfigError, ModelNotFound, WattgpuError
 from wattgpu.lifecycle import promotion_lock, promotion_log
 from wattgpu.lifecycle.gate import Figure, decide, figure, on_shared_rows, production_figure
+from wattgpu.lifecycle.names import model_name
 from wattgpu.lifecycle.promotion_lock import fenced
 
 STAGES = ("staging", "production")
@@ -30,11 +31,6 @@ ARCHIVED_TAG = "wattgpu.archived"
 
 class PromotionRefused(WattgpuError):
     """The quality gate refused a promotion."""
-
-
-def model_name(target: str) -> str:
-    """Registered model name of a target."""
-    return f"wattgpu-{target}"
 
 
 @dataclass(frozen=True)

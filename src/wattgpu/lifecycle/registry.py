@@ -29,6 +29,7 @@ from wattgpu.lifecycle.gate import (
     Figure,
     logo_mdape,
 )
+from wattgpu.lifecycle.names import no_alias
 from wattgpu.lifecycle.promotion import (
     ARCHIVED_TAG,
     CHALLENGER,
@@ -266,11 +267,7 @@ def _aliased_version(target: str, alias: str) -> Any:
 
 
 def _no_alias(target: str, alias: str) -> ModelNotFound:
-    return ModelNotFound(
-        f"{model_name(target)} has no version with alias {alias!r} in {tracking.store_name()}; "
-        f"run `wattgpu main`, or register one (`wattgpu register --target {target}`) and "
-        f"promote it (`wattgpu promote --target {target} --version N --to {alias}`)"
-    )
+    return no_alias(target, alias, tracking.store_name())
 
 
 def load(target: str, alias: str, check_requirements: bool = True) -> Any:

@@ -28,7 +28,6 @@ from wattgpu.modeling.learning.uncertainty import (
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 from wattgpu.modeling.serving.checks import check_setup
-from wattgpu.modeling.serving.prior import SimulatedTerms, on_simulated_prior
 from wattgpu.modeling.serving.workload import client_names
 
 # The load of each query, echoed in the answer so that rows are told apart (after defaults:
@@ -117,6 +116,9 @@ def answer_columns(
     rows = build_features(check_query_columns(queries, catalog), catalog)
     check_setup(rows)  # a client or engine knob the serving loop cannot run: every target refuses
     if card.simulated_prior:  # a model of the simulated prior answers on it
+        # imported here: its fit needs SciPy (0.3 s of a command), the closed-form prior does not
+        from wattgpu.modeling.serving.prior import SimulatedTerms, on_simulated_prior
+
         terms = SimulatedTerms.from_dict(card.simulated_prior)
         rows = on_simulated_prior(rows, terms, ~cannot_run(rows))
     found = find_in(model.evidence, rows)  # None: a model logged before the analogs

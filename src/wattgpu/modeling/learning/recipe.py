@@ -29,7 +29,6 @@ from wattgpu.modeling.physical.features import (
     RAW_GPU_SPECS,
 )
 from wattgpu.modeling.physical.targets import check_target
-from wattgpu.modeling.serving.prior import check_prior
 
 
 @dataclass(frozen=True)
@@ -303,6 +302,9 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE, prior: str = DEFAULT_PRIO
         ConfigError: an unknown target, recipe name or prior.
 
     """
+    # imported here: the serving prior's fit needs SciPy (0.3 s), which `wattgpu predict` never does
+    from wattgpu.modeling.serving.prior import check_prior
+
     check_target(target)
     check_prior(prior)
     if name not in _SETTINGS:

@@ -12,7 +12,6 @@ from dataclasses import fields, replace
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from wattgpu.data.catalog import Catalog
 from wattgpu.errors import ConfigError, DataError
@@ -138,6 +137,8 @@ def calibrate(
             r = np.log(pred[PREDICTED_AND_MEASURED[target][0]][have] / true)
             parts.append(weights[target] * _soft_l1(r, f_scale))
         return np.concatenate(parts)
+
+    from scipy.optimize import least_squares  # here: 0.5 s of every command that imports this
 
     # Tolerances of 1e-5 (SciPy's default: 1e-8): the loss is flat near its minimum, and on some
     # folds the default ones took 5 s and 800 evaluations to move the constants within it.
