@@ -218,8 +218,11 @@ def test_the_held_out_side_never_moves_the_simulated_prior_either(generated):
     simulated = refit_for("itl", "simulated")
     _, before = simulated(train, test)
     _, after = simulated(train, scrambled)
+    # nor a host time the held-out rows carry (one fitted on rows that held them in)
+    _, carried = simulated(train, test.assign(host_fixed_s=1.0, host_per_seq_s=0.1))
     for column in ("prior_power_cpu_w", "prior_itl_s", "prior_ttft_s"):
         np.testing.assert_array_equal(before[column], after[column])
+        np.testing.assert_array_equal(before[column], carried[column])
     # and it is another prior than the closed form's
     _, closed = refit_for("itl")(train, test)
     assert not np.allclose(before["prior_itl_s"], closed["prior_itl_s"])

@@ -215,11 +215,17 @@ def _kept(simulated: np.ndarray, closed_form: np.ndarray) -> np.ndarray:
     return np.where(good, simulated, np.asarray(closed_form, dtype=float))
 
 
-def on_simulated_prior(rows: Rows, terms: SimulatedTerms, runs: np.ndarray | None = None) -> Rows:
-    """``rows`` with the simulated prior of ``terms`` (a served model's queries).
+def on_simulated_prior(
+    rows: Rows,
+    terms: SimulatedTerms,
+    runs: np.ndarray | None = None,
+    constants: PhysicalConstants = DEFAULT_CONSTANTS,
+) -> Rows:
+    """``rows`` on the simulated prior of ``terms``, each with its line's fitted host time.
 
-    ``runs``: the rows that can run (``answering.domain.cannot_run`` tells the others); the
-    others are not simulated and keep the closed form.
+    A served model's queries, and a fold's test side. ``runs``: the rows that can run
+    (``answering.domain.cannot_run`` tells the others); the others are not simulated and keep
+    the closed form. ``constants``: the step's, as ``terms`` were fitted with.
 
     Raises:
         QueryError: a row's client or engine knob cannot be run (``serving.checks``).
@@ -232,7 +238,7 @@ def on_simulated_prior(rows: Rows, terms: SimulatedTerms, runs: np.ndarray | Non
     if len(runs):
         some = {name: values[runs] for name, values in columns.items()}
         some |= host_columns(engine_line_names(some), terms.host, _table_fixed(some))
-        sim.iloc[runs] = simulate_rows(some).to_numpy(float)
+        sim.iloc[runs] = simulate_rows(some, constants).to_numpy(float)
     return with_simulated_prior(rows, sim, terms)
 
 
@@ -281,9 +287,10 @@ def refit_simulated_prior(
     """Both sides of a fold with the simulated prior fitted on ``train`` (as ``refit_prior``).
 
     The closed form's columns first (``physical.prior.refit_prior``), then both sides simulated
-    at the constants fitted on ``train`` and the terms fitted on its simulation.
+    at the constants fitted on ``train`` and the terms fitted on its simulation, the test side
+    with the host time fitted on ``train`` (never any it carries).
     """
     train, test = refit_prior(train, test, target)
     constants = fit_constants(train)
     fitted, terms = fit_simulated_prior(train, constants)
-    return fitted, with_simulated_prior(test, simulate_rows(test, constants), terms)
+    return fitted, on_simulated_prior(test, terms, constants=constants)
