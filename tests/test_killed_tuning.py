@@ -84,16 +84,17 @@ def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog
     data, storage, uri, marker, env = job_files(tmp_path, catalog)
     command = [sys.executable, "-m", "wattgpu", "tune", "--target", "power", "--data", str(data)]
     command += ["--storage", storage]
-    # two trials: the default one completes, the job is killed while the second runs
+    # many trials, so the job cannot end before it is killed (with two, the second trial ran
+    # between two polls on a fast machine and the job ended first: CI, 2026-12-06)
     job = subprocess.Popen(
-        [*command, "--trials", "2"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL
+        [*command, "--trials", "50"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL
     )
-    # kill it once a trial has completed and the next one is running
+    # kill it once a trial has finished and the next one is running
     deadline = time.monotonic() + 300
-    while trial_states(storage)[-2:] != ["COMPLETE", "RUNNING"]:
+    while not killable(states := trial_states(storage)):
         assert job.poll() is None, "the job ended before it could be killed"
-        assert time.monotonic() < deadline, trial_states(storage)
-        time.sleep(0.1)
+        assert time.monotonic() < deadline, states
+        time.sleep(0.05)
     assert processes_with(marker), "the marker does not reach the job"
     os.kill(job.pid, signal.SIGKILL)
     job.wait()
@@ -106,19 +107,21 @@ def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog
     # RUNNING trial
     left = parent_runs(uri)
     assert list(left["status"]) == ["RUNNING"] and left["tags.wattgpu.heartbeat"].notna().all()
-    assert trial_states(storage)[-1] == "RUNNING"
+    killed = trial_states(storage)
+    assert killed[-1] == "RUNNING"
+    done = finished(killed)
 
+    # the resumed job asks for one trial more than the killed one finished
     resumed = subprocess.run(
-        [*command, "--trials", "2"], env=env, cwd=tmp_path, capture_output=True, text=True
+        [*command, "--trials", str(done + 1)], env=env, cwd=tmp_path, capture_output=True, text=True
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "marked KILLED" in resumed.stderr and "marked FAIL" in resumed.stderr
     runs = parent_runs(uri)
     assert sorted(runs["status"]) == ["FINISHED", "KILLED"]
     states = trial_states(storage)
-    # two finished trials, both complete: the default trial and the next always finish (the
-    # pruner stops none before it has two to compare with); the killed one FAILED
-    assert states.count("COMPLETE") == 2 and states.count("FAIL") == 1
+    # the killed job's finished trials and the resumed job's one; the killed trial FAILED
+    assert finished(states) == done + 1 and states.count("FAIL") == killed.count("RUNNING") == 1
     assert "RUNNING" not in states
 
     # the study is complete: one line, exit 0, no new run and no new model
@@ -127,11 +130,21 @@ def test_killed_tuning_job_leaves_nothing_running_and_is_swept(tmp_path, catalog
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.strip().splitlines() == [
-        f"study {runs_study(runs)!r} already holds 2 finished trial(s), --trials is 1: "
+        f"study {runs_study(runs)!r} already holds {done + 1} finished trial(s), --trials is 1: "
         "nothing to tune and no run logged (raise --trials to tune further)"
     ]
     assert len(parent_runs(uri)) == 2
     assert len(mlflow.search_logged_models(experiment_ids=[runs.iloc[0]["experiment_id"]])) == 1
+
+
+def finished(states: list[str]) -> int:
+    """Trials that count towards --trials: complete or pruned (a failed one does not)."""
+    return sum(state in ("COMPLETE", "PRUNED") for state in states)
+
+
+def killable(states: list[str]) -> bool:
+    """At least one trial finished and the next one running: the moment to kill the job."""
+    return len(states) >= 2 and finished(states[:-1]) >= 1 and states[-1] == "RUNNING"
 
 
 def runs_study(runs) -> str:
