@@ -1,4 +1,5 @@
-"""`wattgpu predict` reads the registered models' folders without MLflow, and answers the same.
+"""`wattgpu predict` and `wattgpu recommend` read the registered models' folders without MLflow,
+and answer the same.
 
 MLflow's import alone is 1-1.5 s of a one-query command. Where the store's alias is known
 (``alias_cache``) and the version's folder holds one of our models, ``client.load_model`` reads
@@ -37,14 +38,22 @@ QUERIES = pd.DataFrame(
         },
     ]
 )
-# Asks both models once and says whether MLflow was imported (the store's aliases are cached).
-PREDICT = """
+# Runs one command in a fresh interpreter and says whether MLflow was imported.
+WITHOUT_MLFLOW = """
 import sys
 from wattgpu.cli import cli
-cli(["predict", "--gpu", "NVIDIA L4", "--model", "meta-llama/Llama-3.1-8B-Instruct",
-     "--scenario", "offline"], standalone_mode=False)
+cli(sys.argv[1:], standalone_mode=False)
 print("mlflow imported:", "mlflow" in sys.modules)
 """
+LLM = "meta-llama/Llama-3.1-8B-Instruct"
+# predict asks both models once; recommend ranks three GPUs with both models
+COMMANDS = {
+    "predict": ["predict", "--gpu", "NVIDIA L4", "--model", LLM, "--scenario", "offline"],
+    "recommend": [
+        "recommend", "--model", LLM, "--requests-per-day", "30000", "--itl-slo-ms", "80",
+        "--gpus", "NVIDIA L4,NVIDIA A10G,NVIDIA H100 PCIe",
+    ],
+}  # fmt: skip
 
 
 def settled(store: dict) -> None:
@@ -73,7 +82,8 @@ def test_a_registered_model_is_read_without_mlflow_and_answers_as_mlflow_does(st
 
 
 @pytest.mark.slow
-def test_predict_does_not_import_mlflow_once_the_aliases_are_known(store):
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_does_not_import_mlflow_once_the_aliases_are_known(store, command):
     from wattgpu.lifecycle import registry, tracking
 
     settings = store["settings"]
@@ -86,10 +96,14 @@ def test_predict_does_not_import_mlflow_once_the_aliases_are_known(store):
             pass
     env = os.environ | {"MLFLOW_TRACKING_URI": settings.tracking_uri}
     done = subprocess.run(
-        [sys.executable, "-c", PREDICT], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", WITHOUT_MLFLOW, *COMMANDS[command]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "power" in done.stdout and "mlflow imported: False" in done.stdout
+    assert "NVIDIA L4" in done.stdout and "mlflow imported: False" in done.stdout
 
 
 def test_a_folder_that_is_not_one_of_ours_is_left_to_mlflow(tmp_path):

@@ -108,25 +108,22 @@ def model_predictor(
     """A predictor over the registry's ``alias`` models, or model servers where a URL is given.
 
     The registry models are loaded once, here, so one predictor answers many rankings fast;
-    ``rank_gpus`` asks each for every GPU (and hour) in one call. MLflow's check of a model's
-    pinned packages is skipped (``wattgpu recommend`` hides MLflow's warnings).
+    ``rank_gpus`` asks each for every GPU (and hour) in one call. A model is read from its
+    folder without MLflow where the store allows (``client.load_model``, as ``wattgpu predict``
+    does); MLflow's check of a model's pinned packages is skipped (``wattgpu recommend`` hides
+    MLflow's warnings).
     """
-    from wattgpu.lifecycle import client, registry, tracking
+    from wattgpu.lifecycle import client
 
     urls = {"power": power_url, "itl": itl_url}
-    loaded = {}
-    for target, url in urls.items():
-        if not url:
-            tracking.configure(settings.tracking_uri, must_exist=True)
-            loaded[target] = registry.load(target, alias, check_requirements=False)
+    loaded = {t: client.load_model(settings, t, alias) for t, url in urls.items() if not url}
 
     def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
         url = urls.get(target)
         if url:
             return client.ask_server(url, queries)
         if target not in loaded:  # TTFT: loaded when a TTFT SLO asks for it
-            tracking.configure(settings.tracking_uri, must_exist=True)
-            loaded[target] = registry.load(target, alias, check_requirements=False)
+            loaded[target] = client.load_model(settings, target, alias)
         return client.ask_loaded_model(loaded[target], queries)
 
     return ask
