@@ -77,6 +77,28 @@ def test_power_terms_recover_the_idle_share_and_busy_weight_that_made_the_rows()
     assert answer["log_prior_power_tdp"].iloc[-1] == pytest.approx(np.log(637.0 / 700.0))
 
 
+def test_an_open_loop_server_keeps_the_closed_forms_power_and_is_left_out_of_its_fit():
+    rows, sim = rows_and_simulation()
+    # the first two rows: Poisson servers at a rate, measured at TDP though their GPUs were
+    # busy 20 % of the time, which no (idle share, busy weight) of the grid fits with the rest
+    poisson = rows.index < 2
+    rows.loc[poisson, "users"] = np.nan
+    rows.loc[poisson, "request_rate_rps"] = 1.0
+    rows.loc[poisson, "mean_power_w"] = 700.0
+    rows["log_prior_power_tdp"] = np.log(350.0 / 700.0)
+    rows["log_prior_power_cpu_tdp"] = np.log(300.0 / 700.0)
+    terms = fit_terms(rows, sim)
+    assert (terms.idle_share, terms.busy_weight) == (pytest.approx(0.1), pytest.approx(1.0))
+    answer = with_simulated_prior(rows, sim, terms)
+    kept = answer[poisson]
+    assert list(kept["prior_power_w"]) == [350.0, 350.0]
+    assert list(kept["prior_power_cpu_w"]) == [300.0, 300.0]
+    np.testing.assert_allclose(kept["log_prior_power_cpu_tdp"], np.log(300.0 / 700.0))
+    # a closed loop of users takes the busy share: 700 x (0.1 + 0.9 x 0.9) = 637 W at the end
+    assert answer["prior_power_cpu_w"].iloc[-1] == pytest.approx(637.0)
+    assert answer["log_prior_power_tdp"].iloc[-1] == pytest.approx(np.log(637.0 / 700.0))
+
+
 def test_a_mean_tpot_becomes_the_median_gap_by_its_own_simulation_and_a_blank_one_stays():
     rows, sim = rows_and_simulation()
     rows["itl_kind"] = ["mean tpot"] * (len(rows) - 1) + ["median gap"]

@@ -12,7 +12,12 @@ step costs are the prior's; the terms fitted on a fold's training rows are few:
   that host time (the median ratio of measured to simulated over the line's training rows; a
   line with fewer than ``MIN_LINE_ROWS`` rows takes the scale of all of them);
 * power per GPU ``idle + (TDP - idle) x min(1, weight x busy)``, ``busy`` the simulated GPUs'
-  busy share of the measured window, ``idle = idle_share x TDP``: the two numbers on a grid.
+  busy share of the measured window, ``idle = idle_share x TDP``: the two numbers on a grid,
+  fitted on the rows that take them. An open-loop server (a request rate) keeps the closed
+  form's power: a busy share says how long the GPU works, not how hard, and such a server's
+  steps are small decodes with idle gaps, whose draw the closed form's step load and its fitted
+  ``server_power_factor`` hold (on the simulated busy share alone its prior's error was 52 % on
+  held-out GPUs against the closed form's 13 %: docs/model.md).
 
 As a recipe's prior (``PRIORS``; ``closed-form``, the analytical serving regimes of
 ``physical.physics``, is the default): a fold's rows get the closed-form columns first (the
@@ -37,6 +42,7 @@ import pandas as pd
 from wattgpu.config import DEFAULT_PRIOR, PRIORS
 from wattgpu.data.clients import clients
 from wattgpu.errors import ConfigError
+from wattgpu.modeling.physical.columns import values
 from wattgpu.modeling.physical.features import columns_of, itl_statistic
 from wattgpu.modeling.physical.operations import Rows, length
 from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
@@ -153,6 +159,14 @@ def power_prior(rows: Rows, sim: pd.DataFrame, idle_share: float, busy_weight: f
     return tdp * (idle_share + (1.0 - idle_share) * np.minimum(busy_weight * busy, 1.0))
 
 
+def open_loop_server(rows: Rows) -> np.ndarray:
+    """Rows of a server under a request rate (not a closed loop of users): closed-form power."""
+    columns = columns_of(rows)
+    n = length(columns)
+    server = np.asarray(columns["scenario"]) == "server" if "scenario" in columns else np.zeros(n)
+    return server.astype(bool) & ~np.isfinite(values(columns, "users", np.nan, positive=True))
+
+
 def fit_terms(train: pd.DataFrame, sim: pd.DataFrame) -> SimulatedTerms:
     """The terms of ``SimulatedTerms`` on training rows and their simulation (same index)."""
     lines = engine_line_names(train)
@@ -163,7 +177,7 @@ def fit_terms(train: pd.DataFrame, sim: pd.DataFrame) -> SimulatedTerms:
     ttft = _scales(lines, ttft_true, simulated_ttft(train, sim))
     idle, weight = 0.1, 1.0
     power = train["mean_power_w"].to_numpy(float)
-    measured = np.isfinite(power) & (power > 0)
+    measured = np.isfinite(power) & (power > 0) & ~open_loop_server(train)
     if measured.any():
         tdp = train["gpu_tdp_w"].to_numpy(float)[measured]
         busy = sim["busy_share"].to_numpy(float)[measured]
@@ -183,8 +197,9 @@ def with_simulated_prior(rows: Rows, sim: pd.DataFrame, terms: SimulatedTerms) -
     Replaced where the simulation answers: ``prior_itl_s`` (the median gap, the served
     statistic), ``prior_ttft_s``, ``prior_power_w`` and the power the target is relative to
     (``prior_power_cpu_w``: the simulation already holds the host's time, so both are one), their
-    log features, and ``itl_median_s`` (the measured ITL as the median gap, by the simulation's
-    own median over the statistic the row measured). A frame or columns, as given.
+    log features (an open-loop server's power stays the closed form's), and ``itl_median_s``
+    (the measured ITL as the median gap, by the simulation's own median over the statistic the
+    row measured). A frame or columns, as given.
     """
     out = columns_of(rows)  # a new mapping: ``rows`` stays as it was
     lines = engine_line_names(rows)
@@ -198,11 +213,22 @@ def with_simulated_prior(rows: Rows, sim: pd.DataFrame, terms: SimulatedTerms) -
         out["itl_median_s"] = _kept(np.asarray(out["itl_s"], float) * ratio, out["itl_median_s"])
     out["prior_itl_s"] = _kept(median, out["prior_itl_s"])
     out["prior_ttft_s"] = _kept(ttft, out["prior_ttft_s"])
-    out["prior_power_w"] = out["prior_power_cpu_w"] = _kept(power, out["prior_power_w"])
+    # an open-loop server keeps every power column of the closed form's (see the module)
+    closed_form = open_loop_server(out)
+    power = _kept(power, out["prior_power_w"])
     with np.errstate(divide="ignore", invalid="ignore"):
-        power_tdp = np.log(out["prior_power_w"] / np.asarray(out["gpu_tdp_w"], float))
+        power_tdp = np.log(power / np.asarray(out["gpu_tdp_w"], float))
         itl = np.log(out["prior_itl_s"])
-    out["log_prior_power_tdp"] = out["log_prior_power_cpu_tdp"] = power_tdp
+    simulated_power = {
+        "prior_power_w": power,
+        "prior_power_cpu_w": power,
+        "log_prior_power_tdp": power_tdp,
+        "log_prior_power_cpu_tdp": power_tdp,
+    }
+    for column, simulated in simulated_power.items():
+        if closed_form.any():
+            simulated = np.where(closed_form, np.asarray(out[column], float), simulated)
+        out[column] = simulated
     out["log_prior_itl_s"] = out["log_prior_itl_cpu_s"] = itl
     if isinstance(rows, pd.DataFrame):
         return pd.DataFrame(out, index=rows.index)
