@@ -1,10 +1,11 @@
-"""How long `wattgpu predict` takes for one answer, and where the time goes.
+"""How long `wattgpu predict` takes for one answer, and where the time goes; and `recommend`.
 
-Each run is a fresh process, as a user's command is. Two figures, median of ``--repeats`` runs:
+Each run is a fresh process, as a user's command is. Figures, median of ``--repeats`` runs:
 the whole command (``wattgpu predict --gpu ... --model ... --scenario server --rate 2``, wall and
 CPU time), and the same work timed by phase in a child process: the imports of the CLI and the
 client, loading the production models of every target (power, ITL, TTFT), and answering the
-query with each. Needs a trained store: ``MLFLOW_TRACKING_URI`` or ``WATTGPU_HOME``, as the
+query with each. Then the whole of ``wattgpu recommend --model ... --requests-per-day 30000
+--itl-slo-ms 80`` (every catalogue GPU ranked), wall and CPU time. Needs a trained store: ``MLFLOW_TRACKING_URI`` or ``WATTGPU_HOME``, as the
 command reads them (``wattgpu main`` makes one).
 
     python bench/predict_speed.py [--repeats 5] [--gpu H100] [--model LLM]
@@ -92,10 +93,15 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"store: {os.environ.get('MLFLOW_TRACKING_URI') or os.environ.get('WATTGPU_HOME')}")
     print(f"command: {' '.join(['python', *sys.argv])}")
-    print(f"timed: {' '.join(['wattgpu', 'predict', *query])}; median of {args.repeats} runs\n")
+    print(f"timed: {' '.join(['wattgpu', 'predict', *query])}; median of {args.repeats} runs")
+    ranking = ["--model", args.model, "--requests-per-day", "30000", "--itl-slo-ms", "80"]
+    print(f"and: {' '.join(['wattgpu', 'recommend', *ranking])}\n")
 
     timed(command)  # once untimed: the file cache, and the alias cache of the store
     runs = [timed(command) for _ in range(args.repeats)]
+    recommend = [wattgpu, "recommend", *ranking]
+    timed(recommend)  # once untimed, as above
+    rankings = [timed(recommend) for _ in range(args.repeats)]
     phases = []
     for _ in range(args.repeats):
         _, _, out = timed([sys.executable, "-c", PHASES, args.gpu, args.model])
@@ -107,6 +113,8 @@ def main() -> None:
         ("whole command, wall", [wall for wall, _, _ in runs]),
         ("whole command, CPU", [cpu for _, cpu, _ in runs]),
         *((f"phase: {p}", [run[p] for run in phases]) for p in ("import", "load models", "answer")),
+        ("recommend, whole command, wall", [wall for wall, _, _ in rankings]),
+        ("recommend, whole command, CPU", [cpu for _, cpu, _ in rankings]),
     ):
         middle = statistics.median(values)
         print(f"| {name} | {middle:.3f} | {min(values):.3f} | {max(values):.3f} |")
