@@ -1,4 +1,4 @@
-"""How far a query lies from the training rows: engines and their releases."""
+"""How far a query lies from the training rows: engines, their releases, and scenarios."""
 
 import numpy as np
 import pandas as pd
@@ -29,3 +29,18 @@ def test_the_releases_travel_with_the_model_card():
     del old["releases"]
     queries = pd.DataFrame({"engine": ["tgi"], "engine_year": [2026]})
     assert Familiarity.from_dict(old).distance(queries).tolist() == [0.0]
+
+
+def test_a_scenario_the_training_rows_never_had_keeps_no_correction_at_any_scale():
+    train = pd.DataFrame({"engine": ["vllm", "vllm"], "scenario": ["offline", "offline"]})
+    queries = pd.DataFrame({"engine": ["vllm", "vllm"], "scenario": ["offline", "server"]})
+    for scale in (np.inf, 1.0):
+        familiar = Familiarity.of(train, scale=scale, trust=0.5)
+        assert familiar.scenarios == ("offline",)
+        # a seen offline row keeps the trust (nothing else is far); the server row nothing
+        assert familiar.weight(queries).tolist() == [0.5, 0.0]
+    # through the model card; a card written before scenarios were recorded shrinks no row
+    card = Familiarity.of(train, scale=np.inf, trust=0.5).to_dict()
+    assert Familiarity.from_dict(card).weight(queries).tolist() == [0.5, 0.0]
+    del card["scenarios"]
+    assert Familiarity.from_dict(card).weight(queries).tolist() == [0.5, 0.5]

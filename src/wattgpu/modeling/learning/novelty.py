@@ -11,9 +11,13 @@ corrections learnt on some data sources are partly the habits of those sources, 
 them below one answered held-out GPUs and sources better (``bench/ablation.py``).
 
 The distance adds, in decades, how far each physical quantity of ``DIMENSIONS`` lies outside the
-range the training rows span, and one for a serving engine the training rows never ran. Pure
-functions; the ranges travel with the model (``Familiarity.to_dict``) so that the served model
-and every evaluation shrink alike.
+range the training rows span, and one for a serving engine the training rows never ran. A
+scenario (offline, server) the training rows never had keeps none of the correction, at any
+scale: the trees learnt it on another kind of load only (leave-one-source-out power: the fold
+without ML.ENERGY 2024-25 trains on offline rows alone, and their correction took its server rows
+from the prior's 10.6 % to 15.5 % MdAPE, docs/accuracy.md). Pure functions; the ranges travel
+with the model (``Familiarity.to_dict``) so that the served model and every evaluation shrink
+alike.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class Familiarity:
         scale: the distance (in decades) at which the correction keeps 1/e of itself; infinite
             keeps it whole (no shrinking).
         trust: the share of the correction kept at no distance.
+        scenarios: the training rows' scenarios; a row of another keeps no correction (empty:
+            not recorded, every scenario keeps it).
 
     """
 
@@ -64,6 +70,7 @@ class Familiarity:
     scale: float
     trust: float = 1.0
     releases: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -79,7 +86,9 @@ class Familiarity:
             )
         engines = tuple(sorted({str(e) for e in pd.Series(rows["engine"]).dropna()}))
         releases = tuple(sorted(set(_releases(rows))))
-        return cls(ranges, engines, float(scale), float(trust), releases)
+        given = pd.Series(rows["scenario"] if "scenario" in rows else [], dtype=object)
+        scenarios = tuple(sorted({str(s) for s in given.dropna()}))
+        return cls(ranges, engines, float(scale), float(trust), releases, scenarios)
 
     def distance(self, rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
         """Each row's distance from the training rows: decades outside, plus unseen engines."""
@@ -98,10 +107,15 @@ class Familiarity:
         return total
 
     def weight(self, rows: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
-        """The share of the learnt correction each row keeps, in (0, ``trust``]."""
-        if not np.isfinite(self.scale):
-            return np.full(_count(rows), self.trust)
-        return self.trust * np.exp(-self.distance(rows) / self.scale)
+        """The share of the learnt correction each row keeps, in [0, ``trust``]."""
+        if np.isfinite(self.scale):
+            kept = self.trust * np.exp(-self.distance(rows) / self.scale)
+        else:
+            kept = np.full(_count(rows), self.trust)
+        if self.scenarios and "scenario" in rows:
+            seen = np.isin(np.asarray(rows["scenario"], dtype=object).astype(str), self.scenarios)
+            kept = np.where(seen, kept, 0.0)
+        return kept
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (for the model card)."""
@@ -111,6 +125,7 @@ class Familiarity:
             "scale": self.scale if np.isfinite(self.scale) else None,
             "trust": self.trust,
             "releases": list(self.releases),
+            "scenarios": list(self.scenarios),
         }
 
     @classmethod
@@ -123,6 +138,7 @@ class Familiarity:
             float("inf") if scale is None else float(scale),
             float(data.get("trust", 1.0)),
             tuple(data.get("releases", ())),
+            tuple(data.get("scenarios", ())),
         )
 
 
