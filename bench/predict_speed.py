@@ -5,8 +5,10 @@ the whole command (``wattgpu predict --gpu ... --model ... --scenario server --r
 CPU time), and the same work timed by phase in a child process: the imports of the CLI and the
 client, loading the production models of every target (power, ITL, TTFT), and answering the
 query with each. Then the whole of ``wattgpu recommend --model ... --requests-per-day 30000
---itl-slo-ms 80`` (every catalogue GPU ranked), wall and CPU time. Needs a trained store: ``MLFLOW_TRACKING_URI`` or ``WATTGPU_HOME``, as the
-command reads them (``wattgpu main`` makes one).
+--itl-slo-ms 80`` (every catalogue GPU ranked), wall and CPU time: a user's cold command;
+``bench/recommend_speed.py`` times the ranking alone, its models loaded once. Needs a trained
+store: ``MLFLOW_TRACKING_URI`` or ``WATTGPU_HOME``, as the command reads them (``wattgpu main``
+makes one).
 
     python bench/predict_speed.py [--repeats 5] [--gpu H100] [--model LLM]
 """
