@@ -167,12 +167,18 @@ def test_quantization_config_gives_the_checkpoint_format(quantization, expected)
             "x.json: model_type 'gpt_neox' is not an architecture wattgpu reads from a "
             "config.json (it reads deepseek_v3, ",
         ),
-        ({"hidden_size": None}, "x.json: hidden_size is missing (a whole number greater than 0)"),
+        (
+            {"hidden_size": None},
+            "x.json: hidden_size is missing (a whole number from 1 to 1000000)",
+        ),
         (
             {"num_key_value_heads": "eight"},
-            "x.json: num_key_value_heads must be a whole number greater than 0; got 'eight'",
+            "x.json: num_key_value_heads must be a whole number from 1 to 10000; got 'eight'",
         ),
-        ({"num_hidden_layers": 0}, "x.json: num_hidden_layers must be a whole number greater"),
+        (
+            {"num_hidden_layers": 0},
+            "x.json: num_hidden_layers must be a whole number from 1 to 10000; got 0",
+        ),
         ({"intermediate_size": None}, "x.json: intermediate_size is missing"),
         (
             {"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}},
@@ -238,7 +244,7 @@ def test_a_config_names_the_row_the_model_config_and_the_field(catalog):
     with pytest.raises(QueryError) as refused:
         check_query_columns(rows, catalog)
     assert str(refused.value) == (
-        "row 1: model_config: hidden_size is missing (a whole number greater than 0)"
+        "row 1: model_config: hidden_size is missing (a whole number from 1 to 1000000)"
     )
     assert (refused.value.field, refused.value.row) == ("model_config", 1)
 

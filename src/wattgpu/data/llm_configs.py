@@ -15,28 +15,45 @@ experts, shared experts, router and its bias), and the RMS norms. Multi-token-pr
 (DeepSeek-V3: 671B without, 685B with its MTP module).
 
 A config a user hands over (``read_config``) is checked before it is counted: its family must be
-one whose modules the count follows (``READABLE_FAMILIES``), and each field the catalogue row
-needs must be there as a whole number; anything else is refused naming the field.
+one whose modules the count follows (``READABLE_FAMILIES``), and every number the count reads
+must lie in its range (:mod:`wattgpu.data.config_fields`); anything else is refused naming the
+field. The count's cost does not depend on the values a config holds: layers are counted by kind
+(:func:`layer_plan`), never one by one, so 10,000 layers cost what 32 do.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from wattgpu.data.config_fields import (
+    EXPERT_KEYS,
+    FULL_ATTENTION,
+    LAYER_KEYS,
+    LINEAR_ATTENTION,
+    NESTED_KEYS,
+    SLIDING_ATTENTION,
+    check_config,
+    nested_config,
+    shown,
+)
+from wattgpu.data.ranges import LLM_RANGES
 from wattgpu.errors import DataError, listing
 
 Config = Mapping[str, Any]
+# How many decoder layers of each (attention kind, holds a mixture of experts).
+LayerPlan = dict[tuple[str, bool], int]
 
-# Where a family's config names a field differently (first present wins).
-_LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
-_EXPERTS = ("n_routed_experts", "num_local_experts", "num_experts")
+_LAYERS = LAYER_KEYS
+_EXPERTS = EXPERT_KEYS
 _SHARED_KEYS = ("n_shared_experts",)
-_LINEAR = "linear_attention"
-_SLIDING = "sliding_attention"
+_LINEAR = LINEAR_ATTENTION
+_SLIDING = SLIDING_ATTENTION
 # The families (the text config's ``model_type``) whose decoder ``count_params`` follows, each
 # checked against a model card (tests/test_aiconfigurator.py, tests/test_llm_from_config.py):
 # gated MLPs or mixtures of them, grouped-query or latent attention. Others (GPT-NeoX's or
@@ -59,10 +76,6 @@ READABLE_FAMILIES = (
     "qwen3_vl_moe_text",
     "qwen3_vl_text",
 )
-# The whole-number fields a catalogue row of any readable family needs (besides the layers).
-_REQUIRED = ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings")
-# Whole-number fields checked where a config states them.
-_OPTIONAL = ("num_key_value_heads", "head_dim", "intermediate_size", "moe_intermediate_size")
 # quantization_config methods that store 4- or 8-bit integer weights, AWQ / GPTQ style.
 _INTEGER_METHODS = ("awq", "gptq")
 
@@ -75,12 +88,13 @@ def _first(config: Config, keys: tuple[str, ...], default: Any = None) -> Any:
 
 
 def text_config(config: Config) -> dict[str, Any]:
-    """The language model's fields: ``text_config`` where the config nests one, else itself.
+    """The language model's fields: the ``text_config`` or ``llm_config`` it nests, else itself.
 
     Fields of the outer config that the text config lacks (``tie_word_embeddings``, the dtype,
     the quantization config) are carried over.
     """
-    inner = config.get("text_config")
+    key = next((k for k in NESTED_KEYS if config.get(k) is not None), None)
+    inner = config[key] if key else None
     if not isinstance(inner, Mapping):
         return dict(config)
     out = dict(inner)
@@ -90,34 +104,63 @@ def text_config(config: Config) -> dict[str, Any]:
     return out
 
 
-def layer_kinds(config: Config) -> list[str]:
-    """Each decoder layer's attention: ``full_attention``, ``sliding_attention`` or linear.
+def _multiples(step: int, low: int, high: int) -> int:
+    """How many whole numbers from ``low`` to ``high`` ``step`` divides."""
+    return max(0, high // step - (low - 1) // step) if high >= low else 0
 
-    From ``layer_types`` where the config lists them; else from ``full_attention_interval``
-    (every N-th layer full, the others linear: Qwen3-Next / Qwen3.5); else all full.
+
+def layer_plan(config: Config) -> LayerPlan:
+    """How many decoder layers of each attention kind and MLP kind (experts or dense) there are.
+
+    Attention from ``layer_types`` where the config lists them; else from
+    ``full_attention_interval`` (every N-th layer full, the others linear: Qwen3-Next /
+    Qwen3.5); else all full. Experts in every ``moe_layer_freq``-th layer (or
+    ``decoder_sparse_step``, ``interleave_moe_layer_step``) from ``first_k_dense_replace`` on,
+    but for ``mlp_only_layers``. Counted as pattern x repeats, never layer by layer: the cost is
+    that of the lists the config holds, whatever number of layers it states.
     """
     c = text_config(config)
     n = int(_first(c, _LAYERS))
     types = c.get("layer_types")
-    if types:
-        if len(types) != n:
-            raise DataError(f"config layer_types lists {len(types)} layers, not {n}")
-        return [str(t) for t in types]
-    interval = c.get("full_attention_interval")
-    if interval:
-        return ["full_attention" if (i + 1) % int(interval) == 0 else _LINEAR for i in range(n)]
-    return ["full_attention"] * n
+    if types and len(types) != n:
+        raise DataError(f"config layer_types lists {len(types)} layers, not {n}")
+    interval = 0 if types else int(c.get("full_attention_interval") or 0)
 
+    def full(layer: int) -> bool:
+        if types:
+            return types[layer] == FULL_ATTENTION
+        return interval == 0 or (layer + 1) % interval == 0
 
-def _moe_layers(c: Config, n: int) -> list[bool]:
-    """Which layers hold a mixture of experts (none for a dense LLM)."""
-    if _first(c, _EXPERTS) in (None, 0):
-        return [False] * n
-    first_dense = int(c.get("first_k_dense_replace") or 0)
+    experts = _first(c, _EXPERTS) not in (None, 0)
+    first_dense = int(c.get("first_k_dense_replace") or 0) if experts else n
     step = int(c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1)
     step = int(c.get("interleave_moe_layer_step") or step)
-    dense_only = set(c.get("mlp_only_layers") or [])
-    return [i >= first_dense and i not in dense_only and (i + 1) % step == 0 for i in range(n)]
+    # MoE layers: i >= first_dense with (i + 1) % step == 0, but for the dense-only ones
+    dense_only = {int(i) for i in c.get("mlp_only_layers") or [] if experts}
+    dense_only = {i for i in dense_only if first_dense <= i < n and (i + 1) % step == 0}
+    plan: Counter[tuple[str, bool]] = Counter()
+    if types:  # the list itself: as long as the config is
+        moe_at = lambda i: i >= first_dense and (i + 1) % step == 0 and i not in dense_only  # noqa: E731
+        plan.update((str(kind), moe_at(i)) for i, kind in enumerate(types))
+        return dict(plan)
+    full_layers = n // interval if interval else n
+    moe = _multiples(step, first_dense + 1, n) - len(dense_only)
+    full_step = math.lcm(step, interval) if interval else step
+    full_moe = _multiples(full_step, first_dense + 1, n) - sum(map(full, dense_only))
+    other = _LINEAR if interval else FULL_ATTENTION
+    plan[FULL_ATTENTION, True] += full_moe
+    plan[FULL_ATTENTION, False] += full_layers - full_moe
+    plan[other, True] += moe - full_moe
+    plan[other, False] += n - full_layers - (moe - full_moe)
+    return {key: count for key, count in plan.items() if count}
+
+
+def layer_counts(config: Config) -> Counter[str]:
+    """How many decoder layers of each attention kind (``layer_plan`` without the MLPs)."""
+    counts: Counter[str] = Counter()
+    for (kind, _), count in layer_plan(config).items():
+        counts[kind] += count
+    return counts
 
 
 def head_dim(config: Config) -> int:
@@ -209,19 +252,17 @@ def count_params(config: Config) -> tuple[float, float]:
     c = text_config(config)
     try:
         h, vocab = int(c["hidden_size"]), int(c["vocab_size"])
-        kinds = layer_kinds(c)
-        moe = _moe_layers(c, len(kinds))
         tied = bool(c.get("tie_word_embeddings", False))
         total = vocab * h * (1 if tied else 2) + h  # embeddings, head, final norm
         inactive = 0
-        for kind, is_moe in zip(kinds, moe, strict=True):
-            total += _attention_params(c, kind) + 2 * h  # + input and post-attention norms
+        for (kind, is_moe), layers in layer_plan(c).items():
+            total += layers * (_attention_params(c, kind) + 2 * h)  # + input, post-attn norms
             if is_moe:
                 experts, k, one, rest = _expert_sizes(c)
-                total += experts * one + rest
-                inactive += (experts - k) * one
+                total += layers * (experts * one + rest)
+                inactive += layers * (experts - k) * one
             else:
-                total += _mlp_params(h, int(c["intermediate_size"]))
+                total += layers * _mlp_params(h, int(c["intermediate_size"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"config lacks a field the parameter count needs: {exc}") from None
     return total / 1e9, (total - inactive) / 1e9
@@ -237,27 +278,41 @@ def weight_format(config: Config, quant_config: Config | None = None) -> str:
         algo = str(quant_config.get("quantization", {}).get("quant_algo", "")).lower()
         if algo in ("nvfp4", "fp8"):
             return algo
-        raise DataError(f"hf_quant_config quant_algo {algo!r} is not a known format")
+        raise DataError(f"hf_quant_config quant_algo {shown(algo)} is not a known format")
     c = text_config(config)
     q = c.get("quantization_config") or {}
-    method = str(q.get("quant_method", "")).lower()
+    method = q.get("quant_method") or ""
+    method = method.lower() if isinstance(method, str) else repr(method)
     if method in ("fp8", "mxfp4"):
         return method
     if method in _INTEGER_METHODS and q.get("bits") in (4, 8):
         return f"int{q['bits']}"
     if method == "compressed-tensors":
-        weights = [g.get("weights") or {} for g in (q.get("config_groups") or {}).values()]
-        if weights and all(w.get("num_bits") == 4 and w.get("type") == "int" for w in weights):
+        groups = q.get("config_groups") or {}
+        if not isinstance(groups, Mapping):
+            raise DataError(
+                f"compressed-tensors config_groups must be a JSON object; got {shown(groups)}"
+            )
+        weights = [g.get("weights") or {} if isinstance(g, Mapping) else g for g in groups.values()]
+        if weights and all(_int4(w) for w in weights):
             # a mixture of experts quantizes its routed experts only (Kimi-K2.5); a dense LLM
             # every linear layer, as AWQ / GPTQ do
             return "int4_wo" if _first(c, _EXPERTS) else "int4"
-        raise DataError(f"compressed-tensors config groups not known: {weights}")
+        raise DataError(f"compressed-tensors config groups not known: {shown(weights)}")
     if method:
         raise DataError(
-            f"quantization_config quant_method {method!r} is not a weight format wattgpu knows "
-            "(fp8, mxfp4, awq or gptq of 4 or 8 bits, compressed-tensors int4)"
+            f"quantization_config quant_method {shown(method)} is not a weight format wattgpu "
+            "knows (fp8, mxfp4, awq or gptq of 4 or 8 bits, compressed-tensors int4)"
         )
     return str(c.get("torch_dtype") or c.get("dtype") or "bfloat16")
+
+
+def _int4(weights: Any) -> bool:
+    """Whether a compressed-tensors group's weights are 4-bit integers."""
+    return isinstance(weights, Mapping) and (weights.get("num_bits"), weights.get("type")) == (
+        4,
+        "int",
+    )
 
 
 def attention_kind(config: Config) -> str:
@@ -267,7 +322,7 @@ def attention_kind(config: Config) -> str:
     ``mha`` / ``gqa`` / ``mqa`` from the KV heads.
     """
     c = text_config(config)
-    kinds = layer_kinds(c)
+    kinds = layer_counts(c)
     if c.get("kv_lora_rank"):
         return "mla"
     if _LINEAR in kinds:
@@ -292,6 +347,10 @@ def parse_config(value: Any, source: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             where = f"line {exc.lineno} column {exc.colno}"
             raise DataError(f"{source} is not valid JSON: {exc.msg} at {where}") from None
+        except RecursionError:
+            raise DataError(f"{source} is not a config.json: JSON nested too deeply") from None
+        except ValueError as exc:  # an integer of over 4,300 digits, or text that is no UTF-8
+            raise DataError(f"{source} is not valid JSON: {str(exc).split(':')[0]}") from None
     if not isinstance(value, Mapping):
         raise DataError(
             f"{source} must be a JSON object (a model's config.json); got {type(value).__name__}"
@@ -302,48 +361,38 @@ def parse_config(value: Any, source: str) -> dict[str, Any]:
 def read_config(config: Config, source: str) -> dict[str, Any]:
     """The catalogue columns (``catalogue_row``) of the LLM a user's config describes.
 
-    The config is checked first, so that a config the count cannot read is refused in one line
-    naming ``source`` and the field: its family must be one of ``READABLE_FAMILIES``, and the
-    fields a row needs must be whole numbers greater than 0.
+    The config is checked before any of its numbers is used, so that a config the count cannot
+    read is refused in one line naming ``source`` and the field: its family must be one of
+    ``READABLE_FAMILIES``, every number the count reads must lie in its range
+    (``config_fields.check_config``), and the parameters counted must lie in ``llm_params_b``'s.
 
     Raises:
-        DataError: naming ``source``, the field at fault and the bad value.
+        DataError: naming ``source``, the field at fault, what is allowed and the bad value.
 
     """
+    nested_config(config, source)
     c = text_config(config)
     family = c.get("model_type")
-    if family not in READABLE_FAMILIES:
+    if not isinstance(family, str) or family not in READABLE_FAMILIES:
         raise DataError(
-            f"{source}: model_type {family!r} is not an architecture wattgpu reads from a "
+            f"{source}: model_type {shown(family)} is not an architecture wattgpu reads from a "
             f"config.json (it reads {listing(READABLE_FAMILIES, len(READABLE_FAMILIES))}); "
             "describe the LLM by its llm_* columns instead"
         )
-    layers = next((k for k in _LAYERS if c.get(k) is not None), _LAYERS[0])
-    experts = next((k for k in _EXPERTS if c.get(k)), None)
-    needed = [*_REQUIRED, layers, *((experts, "num_experts_per_tok") if experts else ())]
-    for field in (*needed, *(f for f in _OPTIONAL if c.get(f) is not None)):
-        _check_whole(c, field, source)
-    if not (c.get("intermediate_size") or c.get("moe_intermediate_size")):
-        raise DataError(f"{source}: intermediate_size is missing (a whole number greater than 0)")
-    if not isinstance(c.get("quantization_config") or {}, Mapping):
-        raise DataError(f"{source}: quantization_config must be a JSON object")
+    check_config(c, source)
     try:
-        return catalogue_row(c)
+        row = catalogue_row(c)
     except DataError as exc:
         raise DataError(f"{source}: {exc}") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"{source}: a field the row needs is missing or bad: {exc}") from None
-
-
-def _check_whole(c: Config, field: str, source: str) -> None:
-    """Refuse a missing field, or one that is not a whole number greater than 0."""
-    value = c.get(field)
-    if value is None:
-        raise DataError(f"{source}: {field} is missing (a whole number greater than 0)")
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if isinstance(value, bool) or not whole or value <= 0:
-        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:35]}..."
-        raise DataError(f"{source}: {field} must be a whole number greater than 0; got {shown}")
+    params = LLM_RANGES["llm_params_b"]
+    if row["params_b"] > params.high:
+        raise DataError(
+            f"{source}: the parameters it describes must be at most {params.high:,.0f} billion; "
+            f"got {row['params_b']:.3g} billion"
+        )
+    return row
 
 
 def _blank_zero(value: int) -> int | None:
@@ -358,20 +407,21 @@ def catalogue_row(config: Config, quant_config: Config | None = None) -> dict[st
     the config writes it); ``moe_intermediate_size`` one routed expert's.
     """
     c = text_config(config)
-    kinds = layer_kinds(c)
     total, active = count_params(c)
+    kinds = layer_counts(c)
     experts = _first(c, _EXPERTS)
     heads = int(c["num_attention_heads"])
-    sliding = kinds.count(_SLIDING)
-    linear = kinds.count(_LINEAR)
+    sliding = kinds[_SLIDING]
+    linear = kinds[_LINEAR]
+    layers = kinds.total()
     linear_hybrid = linear > 0
     return {
         "family": str(c.get("model_type")),
         "arch": "hybrid" if linear_hybrid else "decoder",
         "params_b": round(total, 2),
         "active_params_b": round(active, 2),
-        "num_layers": len(kinds),
-        "num_kv_layers": len(kinds) - sliding - linear,
+        "num_layers": layers,
+        "num_kv_layers": layers - sliding - linear,
         "hidden_size": int(c["hidden_size"]),
         "num_attention_heads": heads,
         "num_kv_heads": int(c.get("num_key_value_heads") or heads),

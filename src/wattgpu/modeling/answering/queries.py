@@ -11,7 +11,6 @@ value for names and text, so a 100,000-row request costs milliseconds, not a Pyt
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from numbers import Number
 from typing import Any
 
@@ -30,6 +29,7 @@ from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.formats import BYTES_PER_PARAM
 from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
 from wattgpu.data.measurements import SCENARIOS
+from wattgpu.data.ranges import LLM_RANGES, Range, plain
 from wattgpu.data.vendors import other_vendor_problem
 from wattgpu.errors import QueryError, listing
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, described_columns
@@ -51,37 +51,9 @@ MAX_SHOWN = 60
 ENGINE_RELEASES_LISTED = 8
 
 
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric field may take.
-
-    Attributes:
-        low: the smallest allowed value (excluded when ``low_open``).
-        high: the largest allowed value.
-        whole: whether the value must be a whole number.
-        unit: the unit, for the message.
-        low_open: ``low`` itself is not allowed (e.g. parameters > 0).
-
-    """
-
-    low: float
-    high: float
-    whole: bool = False
-    unit: str = ""
-    low_open: bool = False
-
-    def describe(self) -> str:
-        """The allowed values in words, e.g. 'a whole number from 1 to 65536'."""
-        kind = "a whole number" if self.whole else "a number"
-        unit = f" {self.unit}" if self.unit else ""
-        low, high = plain(self.low), plain(self.high)
-        if self.low_open:
-            return f"{kind} greater than {low} and at most {high}{unit}"
-        return f"{kind} from {low} to {high}{unit}"
-
-
-# Physical bounds: generous (a GPU or LLM of the next years fits), but a number outside them is
-# a typo or a unit mistake (watts for kilowatts, bytes for GB), never a real configuration.
+# Physical bounds: generous (a GPU of the next years fits), but a number outside them is a typo
+# or a unit mistake (watts for kilowatts, bytes for GB), never a real configuration. An LLM's
+# (``LLM_RANGES``) are shared with the fields of its config.json (``data.config_fields``).
 WORKLOAD_RANGES = {
     "request_rate_rps": Range(0.0, 10_000.0, unit="requests/s", low_open=True),
     # A closed loop's concurrent users (LLM-Pilot, llmperf, vLLM's --max-concurrency).
@@ -124,22 +96,6 @@ GPU_RANGES = {
     "gpu_nvlink_bandwidth_gb_s": Range(1, 100_000, unit="GB/s"),
     "gpu_pcie_generation": Range(1, 10, whole=True),
     "gpu_pcie_lanes": Range(1, 32, whole=True),
-}
-LLM_RANGES = {
-    "llm_params_b": Range(0, 100_000, unit="billion", low_open=True),
-    "llm_active_params_b": Range(0, 100_000, unit="billion", low_open=True),
-    "llm_num_layers": Range(1, 10_000, whole=True),
-    "llm_num_kv_layers": Range(1, 10_000, whole=True),
-    "llm_hidden_size": Range(1, 1_000_000, whole=True),
-    "llm_num_attention_heads": Range(1, 10_000, whole=True),
-    "llm_num_kv_heads": Range(1, 10_000, whole=True),
-    "llm_head_dim": Range(1, 100_000, whole=True),
-    "llm_intermediate_size": Range(1, 10_000_000, whole=True),
-    "llm_vocab_size": Range(1, 100_000_000, whole=True),
-    "llm_max_position_embeddings": Range(1, 1_000_000_000, whole=True),
-    # a mixture-of-experts LLM that is not in the catalogue: its routed experts and k
-    "llm_num_experts": Range(1, 100_000, whole=True),
-    "llm_experts_per_token": Range(1, 100_000, whole=True),
 }
 RANGES = {**WORKLOAD_RANGES, **KNOB_FIELD_RANGES, **GPU_RANGES, **LLM_RANGES}
 # Kept for callers that list the workload fields with their smallest value and wholeness.
@@ -206,14 +162,6 @@ LISTED_SHAPE = (
     "llm_params_b",
     "llm_active_params_b",
 )
-
-
-def plain(number: float) -> str:
-    """A number as a person writes it: whole ones whole (``-4``, not ``-4.0``; ``10000000``)."""
-    number = float(number)
-    if number.is_integer() and abs(number) < 1e15:
-        return str(int(number))
-    return f"{number:g}"
 
 
 def show(value: Any) -> str:
