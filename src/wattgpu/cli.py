@@ -23,6 +23,7 @@ from wattgpu.cli_options import (
     CliState,
     alias_option,
     data_option,
+    engine_options,
     output_format_option,
     pass_state,
     quiet_mlflow,
@@ -505,28 +506,9 @@ def ui(state: CliState, port: int, host: str, print_only: bool) -> None:
 @serving_setup_options
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt length (default 512).")
 @click.option("--output-tokens", type=int, default=None, help="Mean output length (default 256).")
-@click.option(
-    "--engine", default=None, help="Serving engine: vllm, sglang, trtllm, tgi, ... (default vllm)."
-)
-@click.option(
-    "--engine-version",
-    default=None,
-    help="Version of the engine you run, e.g. 0.19.0 (default: today's release).",
-)
-@click.option(
-    "--engine-year",
-    type=int,
-    default=None,
-    help="Release year of the engine version you run, instead of --engine-version.",
-)
+@engine_options
 @click.option(
     "--num-gpus", type=int, default=None, help="GPUs the model is sharded over (default 1)."
-)
-@click.option(
-    "--dtype",
-    default=None,
-    help="Weight format: bfloat16, fp8, int8, int4 (AWQ/GPTQ), mxfp4, ... (default: the "
-    "checkpoint's own where it ships below 16 bits, else bfloat16).",
 )
 @click.option(
     "--input",

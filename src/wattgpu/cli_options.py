@@ -179,6 +179,41 @@ def serving_setup_options(func: Any) -> Any:
     return func
 
 
+def engine_options(func: Any) -> Any:
+    """``--engine``, ``--engine-version``, ``--engine-year``, ``--dtype``: what serves, and how.
+
+    The engine a user runs and the format of the weights it serves, as ``predict`` and
+    ``recommend`` both take them; the library checks each (``queries.checked_engine``).
+    """
+    options = [
+        click.option(
+            "--engine",
+            default=None,
+            help="Serving engine: vllm, sglang, trtllm, tgi, ... (default vllm).",
+        ),
+        click.option(
+            "--engine-version",
+            default=None,
+            help="Version of the engine you run, e.g. 0.19.0 (default: today's release).",
+        ),
+        click.option(
+            "--engine-year",
+            type=int,
+            default=None,
+            help="Release year of the engine version you run, instead of --engine-version.",
+        ),
+        click.option(
+            "--dtype",
+            default=None,
+            help="Weight format: bfloat16, fp8, int8, int4 (AWQ/GPTQ), mxfp4, ... (default: the "
+            "checkpoint's own where it ships below 16 bits, else bfloat16).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def _drop_blank(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple:
     """The paths given, without blank ones (MLproject passes ``--data ''`` for no ``--data``)."""
     return tuple(Path(v) for v in value if str(v).strip())

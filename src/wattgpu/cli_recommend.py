@@ -18,6 +18,7 @@ from wattgpu.cli_llm import asked_llm, model_config_option
 from wattgpu.cli_options import (
     CliState,
     alias_option,
+    engine_options,
     output_format_option,
     pass_state,
     quiet_mlflow,
@@ -359,6 +360,7 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
     help="Concurrent users of a closed loop, all day (instead of a rate).",
 )
 @serving_setup_options
+@engine_options
 @click.option("--output-tokens", type=int, default=None, help="Mean output tokens (256).")
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt tokens (512).")
 @click.option("--gpus", default=None, help="Comma-separated GPU names (default: the catalogue).")
@@ -445,7 +447,7 @@ def recommend_command(
         strict=strict,
         names=_option_names(),
         slo_percentile=slo_percentile,
-        setup=setup,  # --client and the engine knobs (serving_setup_options)
+        setup=setup,  # --client, the engine knobs, --engine ... --dtype (engine_options)
     )
     request = table.attrs["request"]
     slo = request["itl_slo_ms"]

@@ -40,7 +40,14 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import SCENARIOS
 from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.configs import config_columns
-from wattgpu.modeling.answering.queries import SETUP_FIELDS, WORKLOAD_RANGES, checked_setup, show
+from wattgpu.modeling.answering.queries import (
+    ENGINE_FIELDS,
+    SETUP_FIELDS,
+    WORKLOAD_RANGES,
+    checked_engine,
+    checked_setup,
+    show,
+)
 from wattgpu.modeling.physical.workload import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.modeling.serving.checks import check_setup
 from wattgpu.recommendation.inputs import (
@@ -181,7 +188,7 @@ def recommend(
             LLM is "LLM"); the CLI passes its options' names, e.g. ``--requests-per-day``.
         model_config: the config.json (text or parsed) of an LLM the catalogue lacks.
         slo_percentile: where both latency targets hold: 50 (the median), 90 or 99 (a tail).
-        setup: the client and engine knobs every query states (see ``_day_load``).
+        setup: the client, engine knobs, engine and weights' format queries state (``_day_load``).
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
@@ -264,12 +271,26 @@ def _day_load(
     (``max_num_seqs``, ``max_batched_tokens``, ``chunked_prefill`` on or off) that every query
     states (``queries.SETUP_FIELDS``; unstated: ``None`` or left out). They act on the ITL and
     TTFT tails (the simulated serving loop's), not on the medians or power, as each answer's
-    warnings say.
+    warnings say. Beside them, the engine, its release and the weights' format
+    (``queries.ENGINE_FIELDS``: ``engine``, ``engine_version`` or ``engine_year``, ``dtype``;
+    unstated: vLLM of today and the checkpoint's own format), checked as ``predict`` checks
+    them; the format sizes the weights.
     """
     scenario = str(request["scenario"])
     load = _checked_load(rate, requests_per_day, load_profile, named)
     day = {"load": load, "concurrency": _checked_users(concurrency, load, scenario, named)}
-    return day | {"setup": _checked_setup(setup or {}, scenario, day, named)}
+    engine = _checked_engine({k: v for k, v in (setup or {}).items() if k in ENGINE_FIELDS}, named)
+    return day | {"setup": _checked_setup(setup or {}, scenario, day, named) | engine}
+
+
+def _checked_engine(engine: Mapping[str, Any], named: _Names) -> dict[str, Any]:
+    """The stated engine, release and weight format, checked; a message names the options."""
+    try:
+        return checked_engine(engine)
+    except QueryError as exc:
+        words = {f: named(f) for f in ENGINE_FIELDS}
+        message = re.sub(r"\b(" + "|".join(words) + r")\b", lambda m: words[m.group(1)], str(exc))
+        raise QueryError(message, exc.field) from None
 
 
 def _positive_or_none(value: float | None, name: str) -> float | None:

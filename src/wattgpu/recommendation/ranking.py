@@ -21,7 +21,7 @@ from wattgpu.data.kernel_paths import NO_KERNEL
 from wattgpu.errors import ConfigError, QueryError
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, config_columns
 from wattgpu.modeling.answering.domain import memory_fits
-from wattgpu.modeling.answering.queries import SETUP_FIELDS, show
+from wattgpu.modeling.answering.queries import ENGINE_FIELDS, SETUP_FIELDS, show
 from wattgpu.modeling.answering.tails import PERCENTILES, TAILED
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
@@ -122,9 +122,16 @@ def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
     return pd.Series(front, index=power.index)
 
 
-def _predict(
+def ask_checked(
     predictor: Predictor, queries: pd.DataFrame, target: str, percentile: int = MEDIAN
 ) -> pd.DataFrame:
+    """The predictor's answer to ``queries`` for ``target``, checked: one row per query, in order.
+
+    Raises:
+        ConfigError: an answer of the wrong length or order, or a model that lacks what is
+            asked of it (the client and engine knobs, the tail at ``percentile``).
+
+    """
     answer = predictor(queries, target).reset_index(drop=True)
     if len(answer) != len(queries):
         raise ConfigError(
@@ -279,15 +286,14 @@ def rank_gpus(
         gpus: canonical GPU names (default: the whole catalogue).
         prices: canonical GPU name -> $/hour.
         strict: rank only GPUs whose ITL interval's upper end meets the SLO.
-        concurrency: a server's load as concurrent users of a closed loop, all day (instead of
-            ``load``).
+        concurrency: a server's load as users of a closed loop, all day (instead of ``load``).
         ttft_slo_ms: a time-to-first-token target; GPUs above it are listed but not ranked.
         model_config: the JSON text of the config.json that describes the LLM (one the
             catalogue lacks); every query carries it, and the memory checks use its columns.
         slo_percentile: the percentile of ``SLO_PERCENTILES`` both latency targets hold at
             (50: the median; 90, 99: the answers' tails).
-        setup: the client and engine knobs every query states (``queries.SETUP_FIELDS``;
-            none: the load's own client and the engine's defaults).
+        setup: the client, engine knobs, engine and weights' format every query states
+            (``queries.SETUP_FIELDS``, ``ENGINE_FIELDS``; none: the defaults).
 
     Returns:
         One row per GPU with the columns of ``COLUMNS`` (price columns only with prices), the
@@ -309,6 +315,7 @@ def rank_gpus(
     if concurrency is not None:
         workload["concurrency"] = float(concurrency)
     workload |= {"input_tokens": float(input_tokens), "output_tokens": float(output_tokens)}
+    workload |= {k: v for k, v in (setup or {}).items() if k in ENGINE_FIELDS}  # sizes
     # an LLM a config describes: its catalogue columns, for the weights, KV cache and kernels
     described = config_columns(model_config) if model_config is not None else {}
     phys = build_features(pd.DataFrame({"gpu": names}).assign(**workload, **described), catalog)
@@ -375,7 +382,7 @@ def _predicted(
         queries = grid.assign(**workload)
         if scenario != "server" or closed:
             queries = queries.drop(columns="request_rate_rps")
-        preds = {t: _predict(predictor, queries, t, percentile) for t in targets}
+        preds = {t: ask_checked(predictor, queries, t, percentile) for t in targets}
         per_gpu = "offline" if closed else scenario  # one row per GPU, whatever the hours
         long = _hourly_predictions(preds, grid, hourly, per_gpu)
         found = _aggregate(long, per_gpu, workload["output_tokens"], day_tokens)

@@ -662,6 +662,46 @@ def checked_setup(setup: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What a query may say of the engine it runs under and the weights' format, beside the load.
+ENGINE_FIELDS = ("engine", "engine_version", "engine_year", "dtype")
+
+
+def checked_engine(stated: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine, its release and the weight format (``ENGINE_FIELDS``) checked as a row's are.
+
+    A field not stated (``None``) is left out; the text fields come back stripped and
+    ``engine_year`` as a float. Whether a GPU can run the format is each GPU's own question
+    (``data.kernel_paths``), not this one's.
+
+    Raises:
+        QueryError: naming the field and what is allowed.
+
+    """
+    out: dict[str, Any] = {}
+    for field in ENGINE_FIELDS:
+        value = stated.get(field)
+        if value is None:
+            continue
+        column = np.empty(1, dtype=object)
+        column[0] = value
+        try:
+            if field == "engine_year":
+                numbers = _numbers(column, field)
+                _check_range(numbers, field, column)
+                out[field] = float(numbers[0])
+            else:
+                out[field] = _text(column, field, required=True)[0]
+        except QueryError as exc:
+            raise QueryError(str(exc).removeprefix("row 0: "), field) from None
+    single = {f: np.array([out.get(f)], dtype=object) for f in ("engine", "engine_version")}
+    try:
+        _check_dtype(np.array([out.get("dtype")], dtype=object))
+        _check_engine_version(single["engine"], single["engine_version"])
+    except QueryError as exc:
+        raise QueryError(str(exc).removeprefix("row 0: "), exc.field) from None
+    return out
+
+
 def check_queries(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """``check_query_columns`` as a frame: ``ALL_FIELDS``, the flags and any config's columns.
 

@@ -1,0 +1,202 @@
+"""Replicas: each GPU at each tensor-parallel size that holds the LLM, and the load one serves.
+
+A candidate is a GPU and a tensor-parallel size ``t``: ``t`` GPUs that hold the weights and the
+KV cache of at least one full-length sequence, with a kernel for the weights' format. Its
+capacity is the highest load (request rate, or concurrent users of a closed loop) at which one
+replica still meets every limit, with every lower load meeting them too
+(:mod:`~wattgpu.recommendation.capacity`):
+
+- ``itl`` and ``ttft``: the models' answers at ``num_gpus = t`` at the SLO's percentile (with
+  ``strict``, the ITL's interval's upper end, times the tail's ratio to the median);
+- ``memory``: the sequences in flight (Little's law at a rate: rate x output tokens x the
+  median ITL; the users of a closed loop) within what the KV cache holds and the engine's batch.
+
+All candidates are asked in one predictor call per target and pass (a coarse grid, then a finer
+one inside each crossing's bracket). Pure: the predictor is the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.data.catalog import Catalog
+from wattgpu.data.kernel_paths import NO_KERNEL
+from wattgpu.errors import QueryError
+from wattgpu.modeling.answering.domain import memory_fits
+from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
+from wattgpu.recommendation.capacity import (
+    UNBOUNDED,
+    bracket,
+    lowest_crossing,
+    rate_grid,
+    refined_grid,
+    user_grid,
+)
+from wattgpu.recommendation.ranking import MEDIAN, Predictor, ask_checked
+
+# Tensor-parallel sizes a fleet may use: powers of two, as engines shard attention heads.
+TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_TP = (1, 2, 4, 8)
+# Points of the second, finer pass inside each crossing's bracket.
+REFINE_POINTS = 8
+
+
+def check_tp(sizes: Sequence[Any], field: str = "tp") -> tuple[int, ...]:
+    """Tensor-parallel sizes, each a power of two from 1 to 64; sorted, without repeats."""
+    if not len(sizes):
+        raise QueryError(f"{field} must name at least one size of {_tp_words()}; got none", "tp")
+    out = set()
+    for size in sizes:
+        number = _whole(size)
+        if number not in TP_SIZES:
+            raise QueryError(f"{field} must be powers of two: {_tp_words()}; got {size!r}", "tp")
+        out.add(number)
+    return tuple(sorted(out))
+
+
+def _tp_words() -> str:
+    return ", ".join(str(t) for t in TP_SIZES)
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` as an int if it is a whole number (``"2"``, 2, 2.0), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return int(number) if np.isfinite(number) and number.is_integer() else None
+
+
+def candidates(
+    catalog: Catalog, gpus: Sequence[str], tp: Sequence[int], workload: Mapping[str, Any]
+) -> pd.DataFrame:
+    """One row per (GPU, tensor-parallel size) with its physics features and whether it holds.
+
+    ``workload``: the columns every query states (model, scenario, tokens, engine, dtype, and
+    an LLM's config columns where a config describes it). Adds ``tp`` (= ``num_gpus``) and
+    ``holds`` (the weights and one full-length sequence fit, and a kernel runs the format).
+    """
+    rows = pd.DataFrame([(g, t) for g in gpus for t in tp], columns=["gpu", "num_gpus"])
+    phys = build_features(rows.assign(**workload), catalog)
+    phys["tp"] = rows["num_gpus"].to_numpy(int)
+    holds = memory_fits(phys["free_memory_gb"], phys["max_concurrent_seqs"], 1.0)
+    phys["holds"] = holds & (phys["kernel_path"] != NO_KERNEL).to_numpy()
+    return phys
+
+
+def capacities(
+    held: pd.DataFrame,
+    predictor: Predictor,
+    queries: Mapping[str, Any],
+    slos: Mapping[str, float | None],
+    *,
+    closed: bool = False,
+    percentile: int = MEDIAN,
+    strict: bool = False,
+    grid: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """Each candidate's capacity (req/s, or users with ``closed``) and the limit that binds it.
+
+    Args:
+        held: candidates that hold the LLM (``candidates``' rows with ``holds``), with ``gpu``,
+            ``tp``, ``max_concurrent_seqs``.
+        predictor: ``(queries, target) -> predictions``.
+        queries: the columns every query states beside the GPU, its size and its load.
+        slos: ``itl`` and ``ttft`` targets in ms (``None``: not held).
+        closed: the load is concurrent users of a closed loop, not a request rate.
+        percentile: the percentile both targets hold at.
+        strict: hold the ITL target at the upper end of the ITL interval.
+        grid: the loads of the first pass (default: ``rate_grid()`` or ``user_grid()``).
+
+    Returns:
+        ``capacity`` and ``binding_slo`` (``itl``, ``ttft``, ``memory``, or ``none`` where the
+        grid's highest load meets every limit), indexed as ``held``.
+
+    """
+    grid = (user_grid() if closed else rate_grid()) if grid is None else np.asarray(grid, float)
+    if held.empty:
+        return pd.DataFrame({"capacity": [], "binding_slo": []}, index=held.index)
+    loads = np.tile(grid, (len(held), 1))
+    ask = _Asker(held, predictor, queries, slos, closed, percentile, strict)
+    capacity, binding = lowest_crossing(loads, ask(loads))
+    refine = (capacity > 0) & (binding != UNBOUNDED)
+    if refine.any():
+        low, high = bracket(loads[refine], capacity[refine])
+        fine = refined_grid(low, high, REFINE_POINTS)
+        if closed:
+            fine = np.round(fine)
+        sub = _Asker(held[refine], predictor, queries, slos, closed, percentile, strict)
+        capacity[refine], binding[refine] = lowest_crossing(fine, sub(fine))
+    if closed:
+        capacity = np.floor(capacity)
+    return pd.DataFrame({"capacity": capacity, "binding_slo": binding}, index=held.index)
+
+
+class _Asker:
+    """Each limit's ratio (predicted / allowed) for every candidate at every load of a grid."""
+
+    def __init__(
+        self,
+        held: pd.DataFrame,
+        predictor: Predictor,
+        queries: Mapping[str, Any],
+        slos: Mapping[str, float | None],
+        closed: bool,
+        percentile: int,
+        strict: bool,
+    ) -> None:
+        self.held, self.predictor, self.queries = held, predictor, dict(queries)
+        self.slos, self.closed = slos, closed
+        self.percentile, self.strict = percentile, strict
+
+    def __call__(self, loads: np.ndarray) -> dict[str, np.ndarray]:
+        """``{limit: (candidates, loads) ratios}`` from one predictor call per target."""
+        n, m = loads.shape
+        load_column = "concurrency" if self.closed else "request_rate_rps"
+        frame = pd.DataFrame(
+            {
+                "gpu": np.repeat(self.held["gpu"].to_numpy(object), m),
+                "num_gpus": np.repeat(self.held["tp"].to_numpy(float), m),
+                load_column: loads.reshape(-1),
+            }
+        ).assign(**self.queries)
+        itl = ask_checked(self.predictor, frame, "itl", self.percentile)
+        ratios = {"memory": self._in_flight(loads, itl) / self._held_seqs()[:, None]}
+        if self.slos.get("itl") is not None:
+            ratios["itl"] = self._itl(itl).reshape(n, m) / float(self.slos["itl"])  # type: ignore[arg-type]
+        if self.slos.get("ttft") is not None:
+            ttft = ask_checked(self.predictor, frame, "ttft", self.percentile)
+            ratios["ttft"] = _at(ttft, self.percentile).reshape(n, m) / float(self.slos["ttft"])  # type: ignore[arg-type]
+        return ratios
+
+    def _itl(self, answer: pd.DataFrame) -> np.ndarray:
+        """ITL at the percentile, ms; with ``strict``, the interval's upper end scaled alike."""
+        at = _at(answer, self.percentile)
+        if not self.strict:
+            return at
+        median = answer["prediction"].to_numpy(float)
+        return answer["upper"].to_numpy(float) * at / median
+
+    def _in_flight(self, loads: np.ndarray, itl: pd.DataFrame) -> np.ndarray:
+        """Sequences in flight: users, or rate x output tokens x the median ITL (s)."""
+        if self.closed:
+            return loads
+        median_s = itl["prediction"].to_numpy(float).reshape(loads.shape) / 1000.0
+        return loads * float(self.queries["output_tokens"]) * median_s
+
+    def _held_seqs(self) -> np.ndarray:
+        """The sequences a replica can run at once: its KV cache's, at most the engine's batch."""
+        return np.minimum(self.held["max_concurrent_seqs"].to_numpy(float), ENGINE_MAX_BATCH)
+
+
+def _at(answer: pd.DataFrame, percentile: int) -> np.ndarray:
+    """A latency answer at ``percentile`` (the median's ``prediction``, else ``p90``/``p99``)."""
+    column = "prediction" if percentile == MEDIAN else f"p{percentile}"
+    return pd.to_numeric(answer[column]).to_numpy(float)
