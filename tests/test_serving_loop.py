@@ -232,6 +232,7 @@ LINES = (
     ("trtllm", "1.0.0"),
     ("tgi", "1.4.5"),
     ("tgi", "2.0.2"),
+    ("tgis", None),
     ("hf", None),
     ("deepspeed-mii", None),
     ("llama.cpp", None),

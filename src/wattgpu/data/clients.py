@@ -5,7 +5,9 @@ requests sent together, each when the last has ended (``rounds``), Poisson arriv
 a rate (``poisson``) or every request at once (``batch``); how long its requests are (``fixed``
 at the row's means, ``uniform`` within ``spread`` of them, or a distribution named in
 ``data/length_distributions.csv``: quantiles of a length over its mean); how many requests it
-sends before measuring and while measuring; the engine knobs its harness set
+sends before measuring and while measuring; the engine release line its server ran where the
+row's engine name alone does not say it (``engine_line``, a line of ``data/engine_lines.csv``:
+LLM-Pilot's TGI-family server was IBM's TGIS); the engine knobs its harness set
 (``max_batched_tokens``, ``memory_fraction``, ``chunked_prefill``; ``batch_is_max_num_seqs``: the
 row's ``batch_size`` is the engine's ``--max-num-seqs``; ``host_share``: the share of the engine
 line's host time the harness's way of calling the engine pays, below 1 for an offline call with
@@ -55,12 +57,21 @@ NUMERIC = (
 )
 # What a source may leave unstated (``inferred`` / ``unknown`` name them): the client's facts, and
 # the engine's cap on running requests where the row does not sweep it.
-FACTS = ("kind", "lengths", *NUMERIC, "ttft_statistic", "max_num_seqs")
+FACTS = ("kind", "lengths", *NUMERIC, "ttft_statistic", "engine_line", "max_num_seqs")
 # A value a source does not state is blank in the table (``unknown``), never a stand-in; a value
 # read off the data or another document rather than stated by the source is ``inferred``, and
 # ``source`` names its evidence.
 PROVENANCE = ("inferred", "unknown")
-REQUIRED = ("client", "kind", "lengths", *NUMERIC, "ttft_statistic", *PROVENANCE, "source")
+REQUIRED = (
+    "client",
+    "kind",
+    "lengths",
+    *NUMERIC,
+    "ttft_statistic",
+    "engine_line",
+    *PROVENANCE,
+    "source",
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,9 @@ class Clients:
     def read(cls, clients: Path, lengths: Path) -> Clients:
         """Load and check ``clients.csv`` and ``length_distributions.csv``."""
         try:
-            frame = pd.read_csv(clients, dtype={"client": str, "kind": str, "lengths": str})
+            frame = pd.read_csv(
+                clients, dtype={"client": str, "kind": str, "lengths": str, "engine_line": str}
+            )
             dist = pd.read_csv(lengths)
         except (OSError, pd.errors.ParserError) as exc:
             raise DataError(f"client tables are not readable CSV files: {exc}") from None

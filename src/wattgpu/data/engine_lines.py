@@ -33,7 +33,14 @@ from wattgpu.errors import DataError
 
 ENGINE_LINES_FILE = "engine_lines.csv"
 # The scheduling policies, in the order of ``modeling.physical.scheduler``'s codes.
-POLICIES = ("prefill_first", "decode_first", "inflight", "prefill_pause", "static")
+POLICIES = (
+    "prefill_first",
+    "decode_first",
+    "inflight",
+    "prefill_pause",
+    "static",
+    "prefill_pause_decay",
+)
 PREEMPTIONS = ("recompute", "none")
 RESERVES = ("current", "full")
 MEMORY_OF = ("total", "free")

@@ -80,7 +80,7 @@ ENGINE_LINE_DTYPES = {
         "to_fit",
     )
 }
-CLIENT_DTYPES = {c: str for c in (*CLIENT_TEXT, *CLIENT_PROVENANCE)}
+CLIENT_DTYPES = {c: str for c in (*CLIENT_TEXT, *CLIENT_PROVENANCE, "engine_line")}
 
 
 def engine_line_expectations() -> list[dict[str, Any]]:
@@ -133,6 +133,7 @@ def client_expectations() -> list[dict[str, Any]]:
         between("memory_fraction", 0, 1, strict_min=True),
         between("host_share", 0, 1, strict_min=True),
         holds("lengths_known", "client", "lengths"),
+        holds("engine_line_known", "client", "engine_line"),
         holds("uniform_has_spread", "client"),
         # what a source does not state is named and left blank, never filled with a stand-in
         holds("provenance_names_facts", "client", "inferred", "unknown"),
@@ -225,6 +226,7 @@ def derive_client_checks(
     ``lengths_known``: ``lengths`` is ``fixed``, ``uniform`` or a distribution of
     ``distributions`` (default: those of the shipped ``length_distributions.csv``);
     ``uniform_has_spread``: a ``uniform`` client states its ``spread``;
+    ``engine_line_known``: an ``engine_line`` names a line of ``engine_lines.csv``;
     ``provenance_names_facts``: ``inferred`` and ``unknown`` name only fields of ``FACTS``;
     ``unknown_left_blank``: every field named unknown is blank in the row (``lengths``:
     ``unknown``); ``inferred_or_unknown``: no field is named both.
@@ -235,6 +237,9 @@ def derive_client_checks(
     allowed = {FIXED, UNIFORM, UNKNOWN, *named}
     out["lengths_known"] = (lengths.isna() | lengths.isin(allowed)).astype(bool)
     out["uniform_has_spread"] = ((lengths != UNIFORM) | numeric(out, "spread").notna()).astype(bool)
+    line = _column(out, "engine_line")
+    known_lines = set(engine_lines.engine_lines().table["line"])
+    out["engine_line_known"] = (line.isna() | line.isin(known_lines)).astype(bool)
     inferred = [provenance_fields(v) for v in _column(out, "inferred")]
     unknown = [provenance_fields(v) for v in _column(out, "unknown")]
     out["provenance_names_facts"] = [

@@ -33,6 +33,7 @@ from wattgpu.modeling.serving.scheduler import (
     Scheduler,
     Slots,
     kv_used,
+    pause_due,
     plan_step,
     preempt,
 )
@@ -467,9 +468,10 @@ class _Run:
         # (inf where nothing decodes)
         k = np.maximum(np.where(plan.decodes, s.answer - s.generated, np.inf).min(axis=1), 1.0)
         if sched.pause.any():
-            waiting = (s.state == WAITING).any(axis=1)
-            due = np.maximum(sched.max_waiting_steps - self.waited, 1.0)
-            k = np.where(waiting & sched.pause, np.minimum(k, due), k)
+            waiting = np.where(s.state == WAITING, s.weight, 0.0).sum(axis=1)
+            running = np.where((s.state == RUNNING) | (s.state == PADDING), s.weight, 0.0)
+            due = pause_due(sched, running.sum(axis=1), waiting, self.waited)
+            k = np.where((waiting > 0) & sched.pause, np.minimum(k, due), k)
         # the steps the cache holds while the decodes grow it (no limit where nothing decodes)
         grow = plan.decoded
         room = np.divide(sched.kv_tokens - kv, grow, out=np.full_like(grow, np.inf), where=grow > 0)

@@ -9,10 +9,18 @@ measured or asked set-up, one column per request slot):
   running request;
 * ``decode_first`` (vLLM V1, DeepSpeed-MII's SplitFuse): a step decodes every running request,
   then fills what is left of the token budget with prompt chunks;
-* ``inflight`` (TensorRT-LLM): as ``decode_first``, with whole prompts only;
-* ``prefill_pause`` (TGI): a new batch is prefilled, pausing the running one, only when the
-  waiting requests are at least ``waiting_served_ratio`` x the running ones, or have waited
-  ``max_waiting_steps`` steps, or nothing runs;
+* ``inflight`` (TensorRT-LLM): as ``decode_first``, with whole prompts only, each admitted when
+  it fits the token budget on its own: the running decodes ride beside it (AIConfigurator's runs
+  set ``max_num_tokens`` at least as large as their prompts, whose 8,192-token prompts joined
+  running decodes under 8,192 tokens);
+* ``prefill_pause`` (Hugging Face TGI): a new batch is prefilled, pausing the running one, only
+  when at least floor(``waiting_served_ratio`` x running) requests wait (its router's
+  ``min_size``), or ``max_waiting_steps`` decode steps have passed since the last prefill, or
+  nothing runs;
+* ``prefill_pause_decay`` (IBM's TGIS, TGI's fork): as ``prefill_pause``, the fewest waiting
+  requests that start a prefill being max(1, floor(running x (W - t) / W)) after t decode steps
+  without one (W: ``max_waiting_steps``), and 1 once at most one request runs or t reaches W
+  (its ``router/src/batcher.rs``);
 * ``static`` (Hugging Face generate, llama.cpp offline): a batch is admitted only when the last
   one has ended, and decodes until its longest answer ends.
 
@@ -29,7 +37,7 @@ from functools import cached_property
 import numpy as np
 
 # The policies, by code (``wattgpu.data.engine_lines.POLICIES`` names them in this order).
-PREFILL_FIRST, DECODE_FIRST, INFLIGHT, PREFILL_PAUSE, STATIC = range(5)
+PREFILL_FIRST, DECODE_FIRST, INFLIGHT, PREFILL_PAUSE, STATIC, PREFILL_PAUSE_DECAY = range(6)
 
 # Slot states, as int8 like ``Slots.state``: numpy compares an int8 array with an int8 in a third
 # of the time it takes with a Python int, and the loop compares states many times a step.
@@ -48,7 +56,8 @@ class Scheduler:
         kv_tokens: tokens the KV cache holds, all running requests together.
         reserve_full: admission reserves the whole answer's KV cache (no preemption needed).
         waiting_ratio: ``prefill_pause``'s waiting-to-running ratio that starts a prefill.
-        max_waiting_steps: ``prefill_pause``'s steps after which any waiting request is taken.
+        max_waiting_steps: a pausing engine's decode steps after which any waiting request is
+            taken (TGI's ``max_waiting_tokens``; TGIS's W).
 
     """
 
@@ -73,8 +82,18 @@ class Scheduler:
 
     @cached_property
     def pause(self) -> np.ndarray:
-        """Rows whose engine pauses its running batch to prefill a new one (TGI)."""
-        return self.policy == PREFILL_PAUSE
+        """Rows whose engine pauses its running batch to prefill a new one (TGI, TGIS)."""
+        return (self.policy == PREFILL_PAUSE) | self.decay
+
+    @cached_property
+    def decay(self) -> np.ndarray:
+        """Pausing rows whose fewest waiting requests to prefill fall with the wait (TGIS)."""
+        return self.policy == PREFILL_PAUSE_DECAY
+
+    @cached_property
+    def whole_beside_decodes(self) -> np.ndarray:
+        """Rows whose whole prompts take the token budget on their own, beside the decodes."""
+        return (self.policy == INFLIGHT) & ~self.chunked
 
     @cached_property
     def static(self) -> np.ndarray:
@@ -230,16 +249,13 @@ def plan_step(
     decode_w = np.where(decoding, weight, 0.0).sum(axis=1)
 
     # the tokens left for prompts in this step
-    budget = np.where(sched.mixed, np.maximum(sched.budget - decode_w, 0.0), sched.budget)
+    shared = sched.mixed & ~sched.whole_beside_decodes
+    budget = np.where(shared, np.maximum(sched.budget - decode_w, 0.0), sched.budget)
     # who may be admitted at all this step
     admit_ok = ~(sched.static & (running_w > 0))
     if sched.pause.any():
         waiting_w = np.where(waiting, weight, 0.0).sum(axis=1)
-        ready = (
-            (running_w <= 0)
-            | (waiting_w >= sched.waiting_ratio * running_w)
-            | (waited_steps >= sched.max_waiting_steps)
-        )
+        ready = waiting_w >= pause_minimum(sched, running_w, waited_steps)
         admit_ok &= ~sched.pause | ready
 
     candidates = waiting & admit_ok[:, None]
@@ -285,6 +301,38 @@ def plan_step(
         tokens=tokens,
         decoded=decoded,
     )
+
+
+def pause_minimum(sched: Scheduler, running: np.ndarray, waited: np.ndarray) -> np.ndarray:
+    """The fewest waiting requests that make a pausing engine prefill a new batch.
+
+    TGI: floor(``waiting_ratio`` x running), any once nothing runs; TGIS: max(1, floor(running
+    x (W - t) / W)) after ``waited`` = t decode steps without a prefill, 1 once at most one runs.
+    Both take any waiting request once t reaches W (``max_waiting_steps``). At least 1: an empty
+    queue prefills nothing. ``running``: the requests each row runs.
+    """
+    steps = sched.max_waiting_steps
+    with np.errstate(invalid="ignore", divide="ignore"):
+        left = np.where(np.isfinite(steps), np.maximum(steps - waited, 0.0) / steps, 1.0)
+    # the router's integer arithmetic (a small slack: 1.2 x 3 is 3.5999... in floats)
+    decaying = np.where(running <= 1.0, 1.0, np.floor(running * left + 1e-9))
+    ratio = np.where(running <= 0.0, 1.0, np.floor(sched.waiting_ratio * running + 1e-9))
+    fewest = np.where(sched.decay, decaying, ratio)
+    return np.where(waited >= steps, 1.0, np.maximum(fewest, 1.0))
+
+
+def pause_due(sched: Scheduler, running: np.ndarray, waiting: np.ndarray, waited: np.ndarray):
+    """Decode steps until a pausing engine's waiting requests are prefilled (1: at the next).
+
+    TGI's rule holds still until W; TGIS's falls with each step: the first t at which
+    floor(running x (W - t) / W) <= waiting is t > W - (waiting + 1) x W / running.
+    """
+    steps = sched.max_waiting_steps
+    due = steps - waited
+    with np.errstate(invalid="ignore", divide="ignore"):
+        first = np.floor(steps - (waiting + 1.0) * steps / np.maximum(running, 1e-9)) + 1.0
+    due = np.where(sched.decay, np.minimum(due, first - waited), due)
+    return np.maximum(due, 1.0)
 
 
 def _fill(

@@ -3,10 +3,11 @@
 From a row's load (``scenario``, ``users``, ``request_rate_rps``, ``batch_size``, lengths), its
 client (``client``: a harness of ``data/clients.csv``, else the one its load implies), its
 engine's release line (``data/engine_lines.csv``, by ``engine``, ``engine_version`` or
-``engine_year``), the user's engine knobs (``max_num_seqs``, ``max_batched_tokens``,
-``chunked_prefill``), its GPUs' memory, LLM and format (``weight_bytes``,
-``kv_bytes_per_token``), and a host time fitted to its line (``host_fixed_s``,
-``host_per_seq_s``: ``host``). Pure; the tables are read once per process.
+``engine_year``, or the line its client's server ran: ``clients.csv``'s ``engine_line``), the
+user's engine knobs (``max_num_seqs``, ``max_batched_tokens``, ``chunked_prefill``), its GPUs'
+memory, LLM and format (``weight_bytes``, ``kv_bytes_per_token``), and a host time fitted to its
+line (``host_fixed_s``, ``host_per_seq_s``: ``host``). Pure; the tables are read once per
+process.
 """
 
 from __future__ import annotations
@@ -159,7 +160,14 @@ def _lines(rows: Rows, n: int) -> np.ndarray:
         else np.full(n, None, dtype=object)
     )
     years = values(rows, "engine_year", np.nan)
-    return engine_lines().lines_of(engines, versions, years)
+    lines = engine_lines().lines_of(engines, versions, years)
+    # the line a client's server ran, where the engine's name alone does not say it
+    stated = _harness(rows, n)["engine_line"]
+    if not blanks(stated).all():
+        index = {name: row for row, name in enumerate(engine_lines().table["line"])}
+        named = np.array([index.get(str(name), -1) for name in stated])
+        lines = np.where(named >= 0, named, lines)
+    return lines
 
 
 def engine_line_names(rows: Rows) -> np.ndarray:
