@@ -22,6 +22,7 @@ LAYERS = {
     "recommendation": 4,
     "cli": 5,
     "cli_data": 5,
+    "cli_fleet": 5,
     "cli_llm": 5,
     "cli_options": 5,
     "cli_recommend": 5,

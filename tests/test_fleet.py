@@ -8,7 +8,7 @@ import pytest
 
 from wattgpu.errors import QueryError
 from wattgpu.recommendation.fleet import fleet_day, per_replica_rates, replicas_by_hour
-from wattgpu.recommendation.fleets import check_fleet_options, size_fleets
+from wattgpu.recommendation.fleets import checked_fleet, size_fleets
 
 LLM_70B = "meta-llama/Llama-3.1-70B-Instruct"
 WORKLOAD = {"scenario": "server", "input_tokens": 512.0, "output_tokens": 64.0}
@@ -119,16 +119,34 @@ def test_max_gpus_caps_a_fleet(small_catalog):
     assert h100["reason"] == "needs 10 GPUs at the peak, more than 8"
 
 
+OPTION_NAMES = {"max_gpus": "--max-gpus", "scaling": "--scaling", "rank_by": "--rank-by"}
+OPTION_NAMES |= {"tp": "--tp", "prices": "--price-file", "scenario": "--scenario"}
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ((0, "static", "energy"), "--max-gpus must be a whole number from 1; got 0"),
-        ((4, "daily", "energy"), "--scaling must be one of static, hourly; got 'daily'"),
-        ((4, "static", "watts"), "--rank-by must be one of energy, cost; got 'watts'"),
+        ({"max_gpus": 0}, "--max-gpus must be a whole number from 1; got 0"),
+        ({"tp": [1, 3]}, "--tp must be powers of two: 1, 2, 4, 8, 16, 32, 64; got 3"),
+        ({"scaling": "daily"}, "--scaling must be one of static, hourly; got 'daily'"),
+        ({"rank_by": "watts"}, "--rank-by must be one of energy, cost; got 'watts'"),
     ],
 )
 def test_fleet_options_are_checked(options, message):
-    names = {"max_gpus": "--max-gpus", "scaling": "--scaling", "rank_by": "--rank-by"}
     with pytest.raises(QueryError) as caught:
-        check_fleet_options(*options, names=names)
+        checked_fleet(options, "server", OPTION_NAMES.get)
     assert str(caught.value) == message
+
+
+def test_fleet_options_defaults_and_what_they_need():
+    assert checked_fleet({}, "server", OPTION_NAMES.get) == {
+        "fleet": True,
+        "tp": (1, 2, 4, 8),
+        "max_gpus": 64,
+        "scaling": "static",
+        "rank_by": "energy",
+    }
+    with pytest.raises(QueryError, match=r"^--rank-by cost needs prices: give --price-file$"):
+        checked_fleet({"rank_by": "cost"}, "server", OPTION_NAMES.get, priced=False)
+    with pytest.raises(QueryError, match=r"^fleets serve a server's load; got --scenario offline"):
+        checked_fleet({}, "offline", OPTION_NAMES.get)

@@ -14,6 +14,13 @@ import click
 import numpy as np
 import pandas as pd
 
+from wattgpu.cli_fleet import (
+    fleet_chart,
+    fleet_headline,
+    fleet_options,
+    fleet_request,
+    format_fleet_table,
+)
 from wattgpu.cli_llm import asked_llm, model_config_option
 from wattgpu.cli_options import (
     CliState,
@@ -292,14 +299,8 @@ def _log_run(
         best = table[table["rank"] == 1]
         if len(best):
             row = best.iloc[0]
-            tracking.log_metrics(
-                {
-                    "best_power_w": row["power_w"],
-                    "best_itl_ms": row["itl_ms"],
-                    "best_energy_j_per_token": row["energy_j_per_token"],
-                    "best_energy_kwh_per_day": row["energy_kwh_per_day"],
-                }
-            )
+            shown = ("power_w", "itl_ms", "energy_j_per_token", "energy_kwh_per_day", "gpus")
+            tracking.log_metrics({f"best_{k}": float(row[k]) for k in shown if k in row})
         tracking.log_metrics({"ranked_gpus": float(table["rank"].notna().sum())})
     return run_id
 
@@ -361,6 +362,7 @@ With --format json or csv the verdict goes to stderr, the table to stdout.
 )
 @serving_setup_options
 @engine_options
+@fleet_options
 @click.option("--output-tokens", type=int, default=None, help="Mean output tokens (256).")
 @click.option("--input-tokens", type=int, default=None, help="Mean prompt tokens (512).")
 @click.option("--gpus", default=None, help="Comma-separated GPU names (default: the catalogue).")
@@ -426,6 +428,7 @@ def recommend_command(
 
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
     asked = asked_llm(state.settings, llm, model_config)
+    fleet = fleet_request(setup)  # --fleet, --tp, --max-gpus, --scaling, --rank-by, if given
     table = rec.recommend(
         asked.name,
         model_config=asked.config,
@@ -448,11 +451,10 @@ def recommend_command(
         names=_option_names(),
         slo_percentile=slo_percentile,
         setup=setup,  # --client, the engine knobs, --engine ... --dtype (engine_options)
+        fleet=fleet,
     )
-    request = table.attrs["request"]
-    slo = request["itl_slo_ms"]
-    verdict = rec.verdict(table, slo, strict, request["ttft_slo_ms"], request["slo_percentile"])
-    figure = chart(table, slo) if (plot or log_run) else None
+    verdict = _verdict(table, strict)
+    figure = _figure(table) if (plot or log_run) else None
     if plot:
         figure.savefig(plot, format="png", dpi=120)
     run_id = None
@@ -463,6 +465,24 @@ def recommend_command(
     _print_answer(table, verdict, fmt, plot, run_id)
     if not (table["rank"] == 1).any():
         click.get_current_context().exit(EXIT_NO_GPU)
+
+
+def _verdict(table: pd.DataFrame, strict: bool) -> str:
+    """The answer's one line: the best GPU (or fleet) against every limit, or why none."""
+    from wattgpu import recommendation as rec
+
+    request = table.attrs["request"]
+    if request.get("fleet"):
+        return rec.fleet_verdict(table, request)
+    return rec.verdict(
+        table, request["itl_slo_ms"], strict, request["ttft_slo_ms"], request["slo_percentile"]
+    )
+
+
+def _figure(table: pd.DataFrame) -> Any:
+    """The chart: ITL against power per GPU, or a fleet's GPUs and power through the day."""
+    request = table.attrs["request"]
+    return fleet_chart(table) if request.get("fleet") else chart(table, request["itl_slo_ms"])
 
 
 def _option_names() -> dict[str, str]:
@@ -482,6 +502,10 @@ def _print_answer(
     elif fmt == "csv":
         click.echo(table.to_csv(index=False), nl=False)
         click.echo(verdict, err=True)
+    elif table.attrs["request"].get("fleet"):
+        click.echo(f"{_headline(table)}; {fleet_headline(table.attrs['request'])}")
+        click.echo(format_fleet_table(table))
+        click.echo(verdict)
     else:
         click.echo(_headline(table))
         click.echo(format_table(table))

@@ -50,6 +50,8 @@ from wattgpu.modeling.answering.queries import (
 )
 from wattgpu.modeling.physical.workload import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from wattgpu.modeling.serving.checks import check_setup
+from wattgpu.recommendation.fleet_verdict import fleet_verdict
+from wattgpu.recommendation.fleets import FLEET_COLUMNS, checked_fleet, fleets_for
 from wattgpu.recommendation.inputs import (
     check_positive,
     check_prices,
@@ -79,6 +81,7 @@ from wattgpu.recommendation.ranking import (
 
 __all__ = [
     "COLUMNS",
+    "FLEET_COLUMNS",
     "HOURS",
     "IDLE_RATE_RPS",
     "MEDIAN",
@@ -91,6 +94,7 @@ __all__ = [
     "check_prices",
     "check_profile",
     "daily_load",
+    "fleet_verdict",
     "latency_name",
     "limits_text",
     "model_predictor",
@@ -161,6 +165,7 @@ def recommend(
     model_config: str | Mapping[str, Any] | None = None,
     slo_percentile: int = MEDIAN,
     setup: Mapping[str, Any] | None = None,
+    fleet: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Rank the GPUs that can serve ``model`` under a latency target and a load, least energy first.
 
@@ -184,11 +189,12 @@ def recommend(
         strict: rank only GPUs that meet the SLO at the upper end of the ITL interval.
         concurrency: a server's load as concurrent users of a closed loop (instead of a rate).
         ttft_slo_ms: the time-to-first-token target, ms (asks the TTFT model too).
-        names: what a message calls each input, by keyword (default: the keyword itself; the
-            LLM is "LLM"); the CLI passes its options' names, e.g. ``--requests-per-day``.
+        names: what a message calls each input, by keyword (the CLI's: its options' names).
         model_config: the config.json (text or parsed) of an LLM the catalogue lacks.
         slo_percentile: where both latency targets hold: 50 (the median), 90 or 99 (a tail).
         setup: the client, engine knobs, engine and weights' format queries state (``_day_load``).
+        fleet: rank fleets instead (``fleets.size_fleets``' ``tp``, ``max_gpus``, ``scaling``,
+            ``rank_by``; each optional): a server's load, spread over replicas.
 
     Returns:
         One row per GPU considered (columns ``COLUMNS``), ranked GPUs first; ``attrs["request"]``
@@ -208,13 +214,11 @@ def recommend(
         catalog, model, scenario, itl_slo_ms, output_tokens, input_tokens, named, model_config
     )
     request |= _day_load(request, rate, requests_per_day, load_profile, concurrency, setup, named)
-    request["ttft_slo_ms"] = _positive_or_none(ttft_slo_ms, named("ttft_slo_ms"))
-    request["slo_percentile"] = check_percentile(slo_percentile, named("slo_percentile"))
-    request["gpus"] = [catalog.resolve_gpu(g, named("gpus")) for g in gpus] if gpus else None
-    request["prices"] = _checked_prices(prices, catalog, named("prices"))
+    request |= _limits_and_gpus(catalog, named, ttft_slo_ms, slo_percentile, gpus, prices)
+    sizing = None if fleet is None else checked_fleet(fleet, **_fleet_context(request, named))
     predictor = predictor or model_predictor(settings, alias, power_url, itl_url)
-    table = rank_gpus(catalog=catalog, predictor=predictor, strict=strict, **request)
-    table.attrs["request"] = _summary(request, strict)
+    table = _answer(request, sizing, catalog, predictor, strict)
+    table.attrs["request"] = _summary(request, strict) | (sizing or {})
     return table
 
 
@@ -291,6 +295,45 @@ def _checked_engine(engine: Mapping[str, Any], named: _Names) -> dict[str, Any]:
         words = {f: named(f) for f in ENGINE_FIELDS}
         message = re.sub(r"\b(" + "|".join(words) + r")\b", lambda m: words[m.group(1)], str(exc))
         raise QueryError(message, exc.field) from None
+
+
+def _limits_and_gpus(
+    catalog: Catalog,
+    named: _Names,
+    ttft_slo_ms: float | None,
+    slo_percentile: int,
+    gpus: list[str] | None,
+    prices: Mapping[str, float] | str | Path | None,
+) -> dict[str, Any]:
+    """The TTFT target, the percentile, the GPUs (canonical names) and the prices, checked."""
+    return {
+        "ttft_slo_ms": _positive_or_none(ttft_slo_ms, named("ttft_slo_ms")),
+        "slo_percentile": check_percentile(slo_percentile, named("slo_percentile")),
+        "gpus": [catalog.resolve_gpu(g, named("gpus")) for g in gpus] if gpus else None,
+        "prices": _checked_prices(prices, catalog, named("prices")),
+    }
+
+
+def _answer(
+    request: dict[str, Any],
+    sizing: Mapping[str, Any] | None,
+    catalog: Catalog,
+    predictor: Predictor,
+    strict: bool,
+) -> pd.DataFrame:
+    """The GPUs ranked (``rank_gpus``), or with ``sizing`` the fleets (``fleets_for``)."""
+    if sizing is None:
+        return rank_gpus(catalog=catalog, predictor=predictor, strict=strict, **request)
+    return fleets_for(request, sizing, catalog=catalog, predictor=predictor, strict=strict)
+
+
+def _fleet_context(request: Mapping[str, Any], named: _Names) -> dict[str, Any]:
+    """What ``checked_fleet`` needs of the request beside the fleet's own options."""
+    return {
+        "scenario": request["scenario"],
+        "names": named,
+        "priced": request["prices"] is not None,
+    }
 
 
 def _positive_or_none(value: float | None, name: str) -> float | None:

@@ -24,15 +24,18 @@ import numpy as np
 UNBOUNDED = "none"
 
 
-def rate_grid(low: float = 0.05, high: float = 2_000.0, points: int = 40) -> np.ndarray:
+def rate_grid(low: float = 0.05, high: float = 2_000.0, points: int = 17) -> np.ndarray:
     """Request rates (req/s) from ``low`` to ``high``, evenly spaced on a log scale."""
     return np.geomspace(low, high, points)
 
 
-def user_grid(high: int = 4_096) -> np.ndarray:
-    """Concurrent users from 1 to ``high``: 1-8 one by one, then about 19 % apart, whole."""
-    rising = np.unique(np.round(np.geomspace(8, high, 40)))
-    return np.concatenate([np.arange(1.0, 8.0), rising])
+def user_grid(high: int = 4_096, points: int = 17) -> np.ndarray:
+    """``points`` concurrent users from 1 to ``high``, evenly on a log scale, whole and rising.
+
+    Rounding makes neighbours equal at the low end; the repeats stay, so every candidate's grid
+    has the same length.
+    """
+    return np.maximum.accumulate(np.round(np.geomspace(1, max(high, 2), points)))
 
 
 def lowest_crossing(

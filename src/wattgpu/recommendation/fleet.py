@@ -66,7 +66,8 @@ def fleet_day(
 
     Returns:
         One row per candidate: ``replicas`` and ``gpus`` at the peak, ``peak_hour`` (the
-        first of the busiest hours, counted from 0), ``mean_gpus``, ``gpu_hours_per_day``,
+        first of the busiest hours, counted from 0; NaN for the same load every hour),
+        ``mean_gpus``, ``gpu_hours_per_day``,
         ``fleet_power_w`` (the day's mean), ``power_w`` (per rented GPU, the day's mean),
         ``energy_kwh_per_day``, ``tokens_per_s``, ``energy_j_per_token``, and with prices
         ``usd_per_day`` and ``usd_per_1m_tokens``.
@@ -91,7 +92,7 @@ def fleet_day(
         {
             "replicas": peak,
             "gpus": peak * tp[:, 0],
-            "peak_hour": int(np.argmax(rates)),
+            "peak_hour": np.nan if (rates == rates[0]).all() else float(np.argmax(rates)),
             "mean_gpus": (replicas * tp).mean(axis=1),
             "gpu_hours_per_day": gpu_hours,
             "fleet_power_w": energy_kwh * 1000.0 / hours,

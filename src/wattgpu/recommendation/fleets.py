@@ -11,7 +11,7 @@ every candidate's row, ``attrs["hourly"]`` the kept fleets' GPUs and power by th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,15 @@ from wattgpu.recommendation.ranking import (
     Predictor,
     ask_checked,
     check_percentile,
+    latency_name,
 )
-from wattgpu.recommendation.replicas import DEFAULT_TP, TP_SIZES, candidates, capacities
+from wattgpu.recommendation.replicas import (
+    DEFAULT_TP,
+    TP_SIZES,
+    candidates,
+    capacities,
+    check_tp,
+)
 
 DEFAULT_MAX_GPUS = 64
 RANK_BY = ("energy", "cost")
@@ -43,10 +50,13 @@ FLEET_COLUMNS = {
     "tp": "tensor-parallel size: GPUs per replica",
     "replicas": "replicas at the peak",
     "gpus": "GPUs at the peak: replicas x tp",
-    "peak_hour": "the busiest hour (the first of them), 0-23",
+    "peak_hour": "the busiest hour (the first of them), 0-23; blank: the same load all day",
     "mean_gpus": "the day's mean of the GPUs the load needs each hour, whatever the policy",
     "gpu_hours_per_day": "GPU-hours rented: the peak's GPUs all day (static), or what runs",
-    "capacity": "one replica's capacity: req/s (users for --concurrency) within every limit",
+    "capacity": (
+        "one replica's highest load within every limit, every lower load too: capacity_rps "
+        "(req/s), or capacity_users for a closed loop"
+    ),
     "binding_slo": "the limit that sets the capacity: itl, ttft, memory (KV cache or batch)",
     "power_w": "mean power per rented GPU over the day",
     "fleet_power_w": "mean power of the whole fleet over the day",
@@ -61,23 +71,80 @@ FLEET_COLUMNS = {
     "min_tp": "the smallest tensor-parallel size whose GPUs hold the weights and one sequence",
 }
 FLEET_PRICE_COLUMNS = ("usd_per_day", "usd_per_1m_tokens")
+# The columns a fleet's day adds (``fleet.fleet_day``'s, with prices).
+DAY_COLUMNS = (
+    "replicas",
+    "gpus",
+    "peak_hour",
+    "mean_gpus",
+    "gpu_hours_per_day",
+    "fleet_power_w",
+    "power_w",
+    "energy_kwh_per_day",
+    "tokens_per_s",
+    "energy_j_per_token",
+    *FLEET_PRICE_COLUMNS,
+)
 
 
-def check_fleet_options(
-    max_gpus: Any, scaling: str, rank_by: str, names: Mapping[str, str] | None = None
-) -> tuple[int, str, str]:
-    """``max_gpus`` a whole number from 1, ``scaling`` and ``rank_by`` among those allowed."""
-    named = {"max_gpus": "max_gpus", "scaling": "scaling", "rank_by": "rank_by", **(names or {})}
+def checked_fleet(
+    fleet: Mapping[str, Any], scenario: str, names: Callable[[str], str], priced: bool = True
+) -> dict[str, Any]:
+    """The fleet's options checked, with their defaults: ``tp``, ``max_gpus``, ``scaling``, ...
+
+    ``rank_by`` too, and ``fleet`` (True). ``names``: what a message calls each option;
+    ``priced``: whether prices were given (``rank_by`` cost needs them).
+
+    Raises:
+        QueryError: naming the option and what is allowed.
+
+    """
+    if scenario != "server":
+        raise QueryError(f"fleets serve a server's load; got {names('scenario')} {scenario}")
+    tp = fleet.get("tp")
+    sizes = check_tp(DEFAULT_TP if tp is None else tp, names("tp"))
+    max_gpus = DEFAULT_MAX_GPUS if fleet.get("max_gpus") is None else fleet["max_gpus"]
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int | np.integer) or max_gpus < 1:
-        raise QueryError(
-            f"{named['max_gpus']} must be a whole number from 1; got {max_gpus!r}", "max_gpus"
-        )
-    for key, value, allowed in (("scaling", scaling, SCALING), ("rank_by", rank_by, RANK_BY)):
-        if value not in allowed:
+        raise QueryError(f"{names('max_gpus')} must be a whole number from 1; got {max_gpus!r}")
+    chosen = {"scaling": fleet.get("scaling") or "static", "rank_by": fleet.get("rank_by")}
+    chosen["rank_by"] = chosen["rank_by"] or "energy"
+    for key, allowed in (("scaling", SCALING), ("rank_by", RANK_BY)):
+        if chosen[key] not in allowed:
             raise QueryError(
-                f"{named[key]} must be one of {', '.join(allowed)}; got {value!r}", key
+                f"{names(key)} must be one of {', '.join(allowed)}; got {chosen[key]!r}", key
             )
-    return int(max_gpus), scaling, rank_by
+    if chosen["rank_by"] == "cost" and not priced:
+        raise QueryError(f"{names('rank_by')} cost needs prices: give {names('prices')}")
+    return {"fleet": True, "tp": sizes, "max_gpus": int(max_gpus), **chosen}
+
+
+def fleets_for(
+    request: Mapping[str, Any],
+    sizing: Mapping[str, Any],
+    *,
+    catalog: Catalog,
+    predictor: Predictor,
+    strict: bool = False,
+) -> pd.DataFrame:
+    """``size_fleets`` for a checked request (``recommend``'s) and checked fleet options."""
+    workload = {k: request[k] for k in ("scenario", "input_tokens", "output_tokens")}
+    workload |= dict(request["setup"])
+    if request.get("model_config") is not None:
+        workload[CONFIG_FIELD] = request["model_config"]
+    return size_fleets(
+        request["model"],
+        catalog,
+        predictor,
+        load=request["load"],
+        concurrency=request["concurrency"],
+        slos={"itl": request["itl_slo_ms"], "ttft": request["ttft_slo_ms"]},
+        workload=workload,
+        gpus=request["gpus"],
+        prices=request["prices"],
+        **{k: sizing[k] for k in ("tp", "max_gpus", "scaling", "rank_by")},
+        slo_percentile=request["slo_percentile"],
+        strict=strict,
+    )
 
 
 def size_fleets(
@@ -140,8 +207,9 @@ def size_fleets(
     found = found.join(limits)
     day = _fleets(found, predictor, queries, load, concurrency, scaling, prices)
     found = found.join(day)
-    found["reason"] = _reasons(found, max_gpus, closed, slos)
+    found["reason"] = _reasons(found, max_gpus, closed, slos, slo_percentile)
     table = _kept(found, every, rank_by, prices is not None)
+    table = table.rename(columns={"capacity": "capacity_users" if closed else "capacity_rps"})
     table.attrs["candidates"] = found
     return table
 
@@ -163,8 +231,8 @@ def _fleets(
 ) -> pd.DataFrame:
     """Each candidate with a capacity: its fleet's day (``fleet.fleet_day``'s columns)."""
     rows = found[(found["capacity"] > 0).fillna(False).to_numpy(bool)]
-    if rows.empty:
-        return pd.DataFrame(index=found.index)
+    if rows.empty:  # no fleet at all: every column of one, blank
+        return pd.DataFrame(np.nan, index=found.index, columns=list(DAY_COLUMNS))
     closed = concurrency is not None
     rates = np.full(HOURS, float(concurrency)) if closed else load["rate"].to_numpy(float)
     replicas = replicas_by_hour(rates, rows["capacity"].to_numpy(float))
@@ -231,7 +299,11 @@ def _asked(
 
 
 def _reasons(
-    found: pd.DataFrame, max_gpus: int, closed: bool, slos: Mapping[str, float | None]
+    found: pd.DataFrame,
+    max_gpus: int,
+    closed: bool,
+    slos: Mapping[str, float | None],
+    percentile: int = MEDIAN,
 ) -> list[str]:
     """Why each candidate has no fleet ('' where it has)."""
     unit = "users" if closed else "req/s"
@@ -248,7 +320,11 @@ def _reasons(
             )
         elif not row["capacity"] > 0:
             limit = row["binding_slo"]
-            what = f"{limit.upper()} ≤ {slos[limit]:g} ms" if limit in slos else "its memory"
+            what = (
+                f"{latency_name(limit.upper(), percentile)} ≤ {slos[limit]:g} ms"
+                if limit in slos
+                else "its memory"
+            )
             reason = f"one replica misses {what} even at {lowest:g} {unit}"
         elif row["gpus"] > max_gpus:
             reason = f"needs {row['gpus']:.0f} GPUs at the peak, more than {max_gpus}"
@@ -280,10 +356,13 @@ def _kept(found: pd.DataFrame, every: pd.DataFrame, rank_by: str, priced: bool) 
     unheld = ~kept["holds"].astype(bool) & (kept["kernel_path"] != NO_KERNEL)
     kept.loc[unheld, "reason"] = [_unheld(row) for _, row in kept[unheld].iterrows()]
     kept["rank"] = pd.array([pd.NA] * len(kept), dtype="Int64")
-    ranked = kept[(kept["reason"] == "") & kept["_key"].notna()].sort_values(["_key", "gpus"])
+    # ties (one energy on two GPUs): the fewer GPUs, then the more capacity (the faster GPU)
+    ranked = kept[(kept["reason"] == "") & kept["_key"].notna()]
+    ranked = ranked.assign(_faster=-ranked["capacity"]).sort_values(["_key", "gpus", "_faster"])
     kept.loc[ranked.index, "rank"] = np.arange(1, len(ranked) + 1)
     kept.loc[(kept["reason"] == "") & kept["_key"].isna(), "reason"] = f"no {key} (no price)"
-    kept["peak_hour"] = kept["peak_hour"].astype("Int64")
+    for column in ("peak_hour", "replicas", "gpus", "tp"):  # whole numbers, blank where none
+        kept[column] = kept[column].round().astype("Int64")
     columns = [c for c in FLEET_COLUMNS if priced or c not in FLEET_PRICE_COLUMNS]
     kept = kept.reset_index()
     kept = kept.assign(_order=kept["rank"].astype(float).fillna(np.inf))

@@ -44,6 +44,8 @@ TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_TP = (1, 2, 4, 8)
 # Points of the second, finer pass inside each crossing's bracket.
 REFINE_POINTS = 8
+# How far beyond the physical most a replica could hold the first grid reaches (``first_grid``).
+PAST_PHYSICS = 2.0
 
 
 def check_tp(sizes: Sequence[Any], field: str = "tp") -> tuple[int, ...]:
@@ -120,12 +122,16 @@ def capacities(
         grid's highest load meets every limit), indexed as ``held``.
 
     """
-    grid = (user_grid() if closed else rate_grid()) if grid is None else np.asarray(grid, float)
     if held.empty:
         return pd.DataFrame({"capacity": [], "binding_slo": []}, index=held.index)
-    loads = np.tile(grid, (len(held), 1))
+    if grid is not None:
+        loads = np.tile(np.asarray(grid, dtype=float), (len(held), 1))
+    else:
+        loads = first_grid(held, float(queries["output_tokens"]), closed)
     ask = _Asker(held, predictor, queries, slos, closed, percentile, strict)
     capacity, binding = lowest_crossing(loads, ask(loads))
+    if grid is None:  # answers faster than the physics: on past the grid, up to the default's
+        _beyond(held, loads, capacity, binding, ask, closed)
     refine = (capacity > 0) & (binding != UNBOUNDED)
     if refine.any():
         low, high = bracket(loads[refine], capacity[refine])
@@ -137,6 +143,51 @@ def capacities(
     if closed:
         capacity = np.floor(capacity)
     return pd.DataFrame({"capacity": capacity, "binding_slo": binding}, index=held.index)
+
+
+def _beyond(
+    held: pd.DataFrame,
+    loads: np.ndarray,
+    capacity: np.ndarray,
+    binding: np.ndarray,
+    ask: _Asker,
+    closed: bool,
+) -> None:
+    """Search on from the grid's end to the default grid's, where nothing bound (in place)."""
+    end = (user_grid() if closed else rate_grid())[-1]
+    beyond = (binding == UNBOUNDED) & (loads[:, -1] < end)
+    if not beyond.any():
+        return
+    steps = np.linspace(0.0, 1.0, loads.shape[1])[None, :]
+    start = np.log(loads[beyond, -1])[:, None]
+    more = np.exp(start + (np.log(end) - start) * steps)
+    if closed:
+        more = np.maximum.accumulate(np.round(more), axis=1)
+    sub = _Asker(
+        held[beyond], ask.predictor, ask.queries, ask.slos, closed, ask.percentile, ask.strict
+    )
+    loads[beyond] = more
+    capacity[beyond], binding[beyond] = lowest_crossing(more, sub(more))
+
+
+def first_grid(held: pd.DataFrame, output_tokens: float, closed: bool) -> np.ndarray:
+    """Each candidate's first-pass loads, up to ``PAST_PHYSICS`` x the most it could hold.
+
+    A replica holds at most the sequences its KV cache and the engine's batch allow, and no
+    step is shorter than reading its share of the weights at full bandwidth, so a rate beyond
+    sequences / (output tokens x that time) misses the memory limit whatever the models say;
+    the grid stops a factor ``PAST_PHYSICS`` beyond, spending no queries on loads that cannot
+    be served (the serving loop's simulation costs the more, the more requests are in flight).
+    """
+    seqs = np.minimum(held["max_concurrent_seqs"].to_numpy(float), ENGINE_MAX_BATCH)
+    if closed:
+        return np.stack([user_grid(int(max(2, np.ceil(PAST_PHYSICS * s)))) for s in seqs])
+    read_s = held["dense_weight_bytes"].to_numpy(float) / held["tp"].to_numpy(float)
+    read_s = read_s / (held["gpu_memory_bandwidth_gb_s"].to_numpy(float) * 1e9)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        most = PAST_PHYSICS * seqs / (output_tokens * read_s)
+    most = np.where(np.isfinite(most) & (most > 0), most, rate_grid()[-1])
+    return np.stack([rate_grid(min(0.05, m / 100), m) for m in most])
 
 
 class _Asker:
@@ -172,9 +223,16 @@ class _Asker:
         if self.slos.get("itl") is not None:
             ratios["itl"] = self._itl(itl).reshape(n, m) / float(self.slos["itl"])  # type: ignore[arg-type]
         if self.slos.get("ttft") is not None:
-            ttft = ask_checked(self.predictor, frame, "ttft", self.percentile)
-            ratios["ttft"] = _at(ttft, self.percentile).reshape(n, m) / float(self.slos["ttft"])  # type: ignore[arg-type]
+            ratios["ttft"] = self._ttft(frame, _asked_up_to(ratios)) / float(self.slos["ttft"])  # type: ignore[arg-type]
         return ratios
+
+    def _ttft(self, frame: pd.DataFrame, asked: np.ndarray) -> np.ndarray:
+        """TTFT at the percentile where ``asked`` (``(candidates, loads)``), NaN elsewhere."""
+        out = np.full(asked.shape, np.nan)
+        if asked.any():
+            answer = ask_checked(self.predictor, frame[asked.reshape(-1)], "ttft", self.percentile)
+            out[asked] = _at(answer, self.percentile)
+        return out
 
     def _itl(self, answer: pd.DataFrame) -> np.ndarray:
         """ITL at the percentile, ms; with ``strict``, the interval's upper end scaled alike."""
@@ -194,6 +252,16 @@ class _Asker:
     def _held_seqs(self) -> np.ndarray:
         """The sequences a replica can run at once: its KV cache's, at most the engine's batch."""
         return np.minimum(self.held["max_concurrent_seqs"].to_numpy(float), ENGINE_MAX_BATCH)
+
+
+def _asked_up_to(ratios: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Loads up to each candidate's first miss of the limits known so far, that one included.
+
+    A later limit need not be asked beyond it: the search ends there whatever it says.
+    """
+    missed = np.any([~(r <= 1.0) for r in ratios.values()], axis=0)
+    first = np.where(missed.any(axis=1), missed.argmax(axis=1), missed.shape[1])
+    return np.arange(missed.shape[1])[None, :] <= first[:, None]
 
 
 def _at(answer: pd.DataFrame, percentile: int) -> np.ndarray:
