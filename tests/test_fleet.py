@@ -119,6 +119,35 @@ def test_max_gpus_caps_a_fleet(small_catalog):
     assert h100["reason"] == "needs 10 GPUs at the peak, more than 8"
 
 
+def users_stub(queries: pd.DataFrame, target: str) -> pd.DataFrame:
+    """A closed loop: ITL = 10 + users / tp ms; power per GPU = 100 + users W."""
+    users = queries["concurrency"].to_numpy(float)
+    value = 10.0 + users / queries["num_gpus"].to_numpy(float)
+    value = 100.0 + users if target == "power" else value
+    return pd.DataFrame({"prediction": value, "lower": value, "upper": value, "warnings": ""})
+
+
+def test_users_of_a_closed_loop_are_spread_over_replicas(small_catalog):
+    table = size_fleets(
+        LLM_70B,
+        small_catalog,
+        users_stub,
+        concurrency=100.0,
+        slos={"itl": 30.0},
+        workload=WORKLOAD,
+        gpus=["NVIDIA H100 SXM5"],
+    )
+    best = table.iloc[0]
+    # ITL 10 + u / t meets 30 ms up to 20 t users: 40 at t = 2 (within the 89 sequences two
+    # H100s hold: (160 - 141.2) GB x 0.9 / (327,680 B x 576 tokens)). 100 users: 3 replicas
+    # of 34 users (whole), 6 GPUs at 134 W all day = 804 W, 19.3 kWh; t = 4: 2 x 4 GPUs at
+    # 150 W = 1,200 W; t = 8: 8 GPUs at 200 W. Tokens: 100 users / (10 + 34 / 2) ms = 3,704/s.
+    assert (best["tp"], best["replicas"], best["gpus"], best["capacity_users"]) == (2, 3, 6, 40)
+    assert pd.isna(best["peak_hour"]) and best["mean_gpus"] == 6
+    assert best["energy_kwh_per_day"] == pytest.approx(804 * 24 / 1000)
+    assert best["energy_j_per_token"] == pytest.approx(804 / (100 / 0.027))
+
+
 OPTION_NAMES = {"max_gpus": "--max-gpus", "scaling": "--scaling", "rank_by": "--rank-by"}
 OPTION_NAMES |= {"tp": "--tp", "prices": "--price-file", "scenario": "--scenario"}
 

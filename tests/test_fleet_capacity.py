@@ -205,3 +205,33 @@ def test_engine_options_are_refused_in_one_line_before_any_model(invoke, args, m
     result = invoke(*args)
     assert result.exit_code == 1
     assert result.output.strip() == message
+
+
+def test_the_finer_pass_runs_only_where_the_fleet_depends_on_it(small_catalog):
+    asked = []
+
+    def counting(queries, target):
+        asked.append(target)
+        return stub(lambda r: 10 + 2 * r)(queries, target)
+
+    rows = held(small_catalog)
+    # 1 req/s: one replica whatever the capacity between the grid loads around 20 req/s
+    found = capacities(rows, counting, WORKLOAD, {"itl": 50.0}, day=np.array([1.0, 0.0]))
+    assert asked == ["itl"] and found["capacity"].to_numpy() == pytest.approx([20.0, 20.0])
+    # 100 req/s: ceil(100 / low) > ceil(100 / high) across a bracket about 1.9 wide: refined
+    asked.clear()
+    capacities(rows, counting, WORKLOAD, {"itl": 50.0}, day=np.array([100.0]))
+    assert asked == ["itl", "itl"]
+
+
+def test_the_first_grid_stops_at_the_physics_and_never_past_the_default_end(small_catalog):
+    from wattgpu.recommendation.replicas import first_grid
+
+    rows = held(small_catalog)
+    grid = first_grid(rows, 1.0, closed=False)
+    # H100: 256 sequences / (1 token x 16.06 GB / 3,350 GB/s) x 2 = 106,800 req/s: capped at
+    # the default grid's 2,000 (queries allow 10,000). L4: 94.65 sequences (of 576 tokens) /
+    # 53.5 ms x 2 = 3,537, capped too; with 1,000 output tokens a step each, 3.5 req/s.
+    assert grid[:, -1].tolist() == pytest.approx([2000.0, 2000.0])
+    l4_most = 2 * (24e9 - 16.06e9) * 0.9 / (131072 * 576) / (1000 * 16.06e9 / 300e9)
+    assert first_grid(rows, 1000.0, closed=False)[1, -1] == pytest.approx(l4_most, rel=1e-3)

@@ -201,8 +201,16 @@ def size_fleets(
     found = every[every["tp"].isin(list(tp))].reset_index(drop=True)
     held = found[found["holds"]]
     closed = concurrency is not None
+    day = np.array([concurrency]) if closed else load["rate"].to_numpy(float)
     limits = capacities(
-        held, predictor, queries, slos, closed=closed, percentile=slo_percentile, strict=strict
+        held,
+        predictor,
+        queries,
+        slos,
+        closed=closed,
+        percentile=slo_percentile,
+        strict=strict,
+        day=day,
     )
     found = found.join(limits)
     day = _fleets(found, predictor, queries, load, concurrency, scaling, prices)

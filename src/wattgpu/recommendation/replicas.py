@@ -103,6 +103,7 @@ def capacities(
     percentile: int = MEDIAN,
     strict: bool = False,
     grid: np.ndarray | None = None,
+    day: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Each candidate's capacity (req/s, or users with ``closed``) and the limit that binds it.
 
@@ -115,7 +116,10 @@ def capacities(
         closed: the load is concurrent users of a closed loop, not a request rate.
         percentile: the percentile both targets hold at.
         strict: hold the ITL target at the upper end of the ITL interval.
-        grid: the loads of the first pass (default: ``rate_grid()`` or ``user_grid()``).
+        grid: the loads of the first pass (default: ``first_grid``'s, per candidate).
+        day: the loads the fleet must serve (each hour's rate, or the users); where given, the
+            finer pass runs only where the fleet depends on it: where the replicas some load
+            needs differ between the two ends of the capacity's bracket.
 
     Returns:
         ``capacity`` and ``binding_slo`` (``itl``, ``ttft``, ``memory``, or ``none`` where the
@@ -133,6 +137,8 @@ def capacities(
     if grid is None:  # answers faster than the physics: on past the grid, up to the default's
         _beyond(held, loads, capacity, binding, ask, closed)
     refine = (capacity > 0) & (binding != UNBOUNDED)
+    if day is not None:
+        refine &= _fleet_depends(loads, capacity, np.asarray(day, dtype=float))
     if refine.any():
         low, high = bracket(loads[refine], capacity[refine])
         fine = refined_grid(low, high, REFINE_POINTS)
@@ -140,9 +146,19 @@ def capacities(
             fine = np.round(fine)
         sub = _Asker(held[refine], predictor, queries, slos, closed, percentile, strict)
         capacity[refine], binding[refine] = lowest_crossing(fine, sub(fine))
-    if closed:
-        capacity = np.floor(capacity)
+    if closed:  # whole users; a crossing a rounding error below a whole number is that number
+        capacity = np.floor(capacity + 1e-9)
     return pd.DataFrame({"capacity": capacity, "binding_slo": binding}, index=held.index)
+
+
+def _fleet_depends(loads: np.ndarray, capacity: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """Where the replicas of some load of ``day`` differ across the capacity's bracket."""
+    low, high = bracket(loads, capacity)
+    busy = day[day > 0][None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fewest = np.ceil(busy / high[:, None] - 1e-9)
+        most = np.ceil(busy / np.maximum(low, 1e-12)[:, None] - 1e-9)
+    return (fewest != most).any(axis=1)
 
 
 def _beyond(
@@ -181,12 +197,14 @@ def first_grid(held: pd.DataFrame, output_tokens: float, closed: bool) -> np.nda
     """
     seqs = np.minimum(held["max_concurrent_seqs"].to_numpy(float), ENGINE_MAX_BATCH)
     if closed:
-        return np.stack([user_grid(int(max(2, np.ceil(PAST_PHYSICS * s)))) for s in seqs])
+        end = user_grid()[-1]
+        return np.stack([user_grid(int(min(end, max(2, np.ceil(PAST_PHYSICS * s))))) for s in seqs])
     read_s = held["dense_weight_bytes"].to_numpy(float) / held["tp"].to_numpy(float)
     read_s = read_s / (held["gpu_memory_bandwidth_gb_s"].to_numpy(float) * 1e9)
     with np.errstate(divide="ignore", invalid="ignore"):
         most = PAST_PHYSICS * seqs / (output_tokens * read_s)
-    most = np.where(np.isfinite(most) & (most > 0), most, rate_grid()[-1])
+    end = rate_grid()[-1]  # no further than the default grid (queries allow 10,000 req/s)
+    most = np.where(np.isfinite(most) & (most > 0), np.minimum(most, end), end)
     return np.stack([rate_grid(min(0.05, m / 100), m) for m in most])
 
 
