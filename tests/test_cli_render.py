@@ -68,11 +68,21 @@ def test_one_target_asked_alone_names_its_model_on_each_warning():
     assert render_answers(pd.DataFrame([row])) == (
         "NVIDIA A10 · meta-llama/Llama-3.1-8B-Instruct · offline, batch 32\n"
         "  1024 in / 128 out tokens · 2 GPUs\n"
-        "power  612.2 W  (90 %: 500.0 – 700.0)\n"
+        "power  612.2 W per GPU  (90 %: 500.0 – 700.0)\n"
         "warnings:\n"
         "  power: a\n"
         "  power: b"
     )
+
+
+def test_power_on_several_gpus_says_it_is_per_gpu():
+    # the A10 card above on 4 GPUs: power is each GPU's (the measured rows' mean_power_w is)
+    lines = render_answers(pd.DataFrame([A10 | {"num_gpus": 4.0}])).splitlines()
+    assert lines[1].endswith("· 4 GPUs")
+    assert lines[2:4] == [
+        "power   155.1 W per GPU  (90 %: 121.4 – 183.0)",
+        "itl      39.0 ms         (90 %: 24.8 – 66.6)",
+    ]
 
 
 def test_a_configuration_that_cannot_run_shows_its_reason_instead_of_a_value():

@@ -61,12 +61,18 @@ def answer_targets(answers: pd.DataFrame) -> tuple[str, ...]:
 def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDTH) -> str:
     """One query's card: the query, a line per target, then its warnings one per line.
 
+    Power is per GPU: on several GPUs its line says so (``W per GPU``).
+
     A target with no number (a configuration that does not fit) shows the reason instead, and
     that reason is not repeated among the warnings. A latency's p90 and p99 follow its interval,
     and a line says where they come from.
     """
     warnings = warnings_by_text(row.get("warnings"), targets)
     answers = {t: _target_answer(row, t) for t in targets}
+    gpus = row.get("num_gpus")
+    if "power" in answers and isinstance(gpus, int | float) and gpus > 1:
+        # power is per GPU (as measured rows state it): say so where there are several
+        answers["power"] = (*answers["power"][:3], f"{answers['power'][3]} per GPU")
     reasons = {t: _reasons(t, warnings) for t, a in answers.items() if _missing(a[0])}
     lines = _pack(query_parts(row), width)
     tails = {t: _target_tails(row, t) for t in targets if t not in reasons}
