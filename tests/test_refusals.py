@@ -81,7 +81,7 @@ CASES = {
         (
             "--client",
             (*PREDICT, "--rate", "1", "--client", "nobody"),
-            "--client must be one of aiconfigurator, argonne, batch, closed, llm-pilot, ",
+            "--client must be one of aiconfigurator, aiperf, argonne, batch, closed, llm-pilot, ",
         ),
         (
             "--client",

@@ -321,7 +321,7 @@ def featured(catalog, **overrides):
         (
             {"client": "locust"},
             "client",
-            "client must be one of aiconfigurator, argonne, batch, closed, llm-pilot, "
+            "client must be one of aiconfigurator, aiperf, argonne, batch, closed, llm-pilot, "
             "mlenergy-hf, mlenergy-v1, mlenergy-v2, mlenergy-v3, poisson; got 'locust'",
         ),
         (

@@ -37,14 +37,18 @@ from wattgpu.modeling.serving.workload import (
     setup,
 )
 
+# A row's prefill efficiency: its prompt tokens' tensor work over the prior's (``ttft_terms``).
+PROMPT_SCALE = "prefill_scale"
+
 
 def simulate_rows(
     rows: Rows, constants: PhysicalConstants = DEFAULT_CONSTANTS, seed: int = 0
 ) -> pd.DataFrame:
     """The ``loop.STATISTICS`` of each row's own client and engine, one frame row per row.
 
-    ``rows`` carry the physics features (``physical.features.build_features``); ``constants``
-    give the kernels' shares a serving step reaches (not refitted here).
+    ``rows`` carry the physics features (``physical.features.build_features``), and where fitted
+    a prefill efficiency (``PROMPT_SCALE``); ``constants`` give the kernels' shares a serving
+    step reaches (not refitted here).
 
     Raises:
         QueryError: a row's client or engine knob cannot be run (``checks.check_setup``).
@@ -53,6 +57,9 @@ def simulate_rows(
     check_setup(rows)
     gpus = silicon(rows, constants.memory_efficiency, constants.compute_efficiency)
     costs = token_costs(describe_step(rows), gpus)
+    if PROMPT_SCALE in rows:  # a fitted prefill efficiency (``ttft_terms``); blank: 1
+        scale = np.asarray(rows[PROMPT_SCALE], dtype=float)
+        costs = replace(costs, prompt_scale=np.where(np.isfinite(scale), scale, 1.0))
     plan = setup(rows)
     keys = _keys(costs, plan, seed)
     out = np.full((length(rows), len(STATISTICS)), np.nan)
@@ -87,7 +94,11 @@ def forget_simulated() -> None:
 
 def _keys(costs: TokenCosts, plan: Setup, seed: int) -> list[bytes]:
     """A key per row: the bytes of every number the loop reads of it, and the seed."""
-    parts = [np.asarray(getattr(costs, f.name), dtype=float) for f in fields(costs)]
+    parts = [
+        np.asarray(getattr(costs, f.name), dtype=float)
+        for f in fields(costs)
+        if getattr(costs, f.name) is not None
+    ]
     for part in (plan.host, plan.scheduler, plan.client):
         for f in fields(part):
             value = np.asarray(getattr(part, f.name), dtype=float)

@@ -38,6 +38,9 @@ class TokenCosts:
     attn: np.ndarray  # s per (prefilled token, earlier token) pair of attention
     reduce_a: np.ndarray  # s: a step's all-reduces' fixed cost (0 on one GPU)
     reduce_b: np.ndarray  # s per token: the bytes its all-reduces move
+    # a prompt token's tensor work (GEMMs and attention) over the prior's: the engine line's
+    # prefill efficiency, fitted on TTFT rows (``ttft_terms``); None: 1
+    prompt_scale: np.ndarray | None = None
 
     def mem_a(self, tokens: ArrayLike) -> np.ndarray:
         """Time to read the weights a step of ``tokens`` tokens touches, s."""
@@ -49,7 +52,12 @@ class TokenCosts:
 
     def take(self, rows: np.ndarray) -> TokenCosts:
         """The costs of the rows ``rows`` (an index or a mask) only."""
-        return TokenCosts(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+        return TokenCosts(
+            **{
+                f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
+                for f in fields(self)
+            }
+        )
 
 
 def token_costs(work: StepWork, gpu: Silicon) -> TokenCosts:
@@ -131,7 +139,11 @@ def step_time(
     tokens = decodes + prefill
     busy = tokens > 0
     memory = np.where(busy, costs.mem_a(tokens), 0.0) + costs.kv_read * context
-    compute = costs.comp * tokens + costs.attn * pairs
+    if costs.prompt_scale is None:
+        compute = costs.comp * tokens + costs.attn * pairs
+    else:
+        prompts = costs.comp * prefill + costs.attn * pairs
+        compute = costs.comp * decodes + costs.prompt_scale * prompts
     reduce = np.where(busy, costs.reduce_a, 0.0) + costs.reduce_b * tokens
     gpu = np.maximum(memory, compute) + reduce
     total = np.where(busy, host.fixed + host.per_seq * decodes, 0.0) + gpu
