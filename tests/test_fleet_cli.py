@@ -182,3 +182,24 @@ def test_the_table_and_the_days_chart(run, tmp_path):
     assert lines[1].split()[:5] == ["rank", "GPU", "TP", "replicas", "GPUs"]
     assert lines[2].split()[0] == "1" and lines[-1].startswith("Best: ")
     assert chart.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_a_fleet_answer_is_logged_as_a_run(run, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    result = run(*TEAM, "--gpus", "H100,H200", "--fleet", "--format", "json", "--log")
+    assert result.exit_code == 0, result.output
+    best = json.loads(result.stdout)[0]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("wattgpu-recommend")
+    (logged,) = client.search_runs([experiment.experiment_id])
+    files = {a.path for a in client.list_artifacts(logged.info.run_id, "recommendation")}
+    assert files == {
+        "recommendation/table.csv",
+        "recommendation/chart.png",
+        "recommendation/verdict.txt",
+    }
+    assert logged.data.metrics["best_gpus"] == best["gpus"]
+    assert logged.data.metrics["best_energy_kwh_per_day"] == pytest.approx(
+        best["energy_kwh_per_day"]
+    )
