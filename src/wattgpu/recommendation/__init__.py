@@ -21,7 +21,13 @@ Arithmetic (documented in the column table ``COLUMNS``):
 
 The package: :mod:`~wattgpu.recommendation.ranking` (the pure core: ``rank_gpus``, ``verdict``,
 the column table), :mod:`~wattgpu.recommendation.inputs` (the load and price checks and their
-CSV files); ``recommend`` and ``model_predictor`` live here.
+CSV files); ``recommend`` and ``model_predictor`` live here. With ``fleet`` (``--fleet``) the
+answer is fleets instead, GPU x tensor parallel x replicas for the day's load:
+:mod:`~wattgpu.recommendation.capacity` (the lowest crossing of every limit on a grid),
+:mod:`~wattgpu.recommendation.replicas` (candidates and one replica's capacity),
+:mod:`~wattgpu.recommendation.fleet` (the day hour by hour: replicas, energy, GPU-hours, cost),
+:mod:`~wattgpu.recommendation.fleets` (``size_fleets``: kept and ranked per GPU) and
+:mod:`~wattgpu.recommendation.fleet_verdict`.
 """
 
 from __future__ import annotations
