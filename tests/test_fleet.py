@@ -95,6 +95,18 @@ def test_a_70b_at_the_evening_peak_by_hand(small_catalog):
     assert (l4["rank"], l4["tp"], l4["gpus"], l4["min_tp"]) == (2, 8, 16, 8)
 
 
+def test_ranked_by_cost_the_cheaper_gpu_hours_win(small_catalog):
+    prices = {"NVIDIA H100 SXM5": 2.0, "NVIDIA L4": 1.0}
+    table = fleets(small_catalog, prices=prices, rank_by="cost").set_index("gpu")
+    # static: H100, t = 2: 10 GPUs x 24 h x $2 = $480; L4, t = 8: 16 x 24 x $1 = $384.
+    # Per GPU the cheapest size is kept: the H100's t = 2 ($480 < 12 x 24 x 2 = $576).
+    assert table.loc["NVIDIA L4", "rank"] == 1 and table.loc["NVIDIA H100 SXM5", "rank"] == 2
+    assert table.loc["NVIDIA L4", "usd_per_day"] == 384.0
+    assert table.loc["NVIDIA H100 SXM5", ["tp", "usd_per_day"]].tolist() == [2, 480.0]
+    # 96.768 M tokens a day: $384 / 96.768 = $3.97 per million
+    assert table.loc["NVIDIA L4", "usd_per_1m_tokens"] == pytest.approx(384 / 96.768)
+
+
 def test_hourly_scaling_rents_fewer_gpu_hours_than_static(small_catalog):
     static = fleets(small_catalog).iloc[0]
     hourly = fleets(small_catalog, scaling="hourly").iloc[0]
