@@ -562,15 +562,17 @@ def test_every_hostile_config_is_a_clean_400_as_fast_as_a_good_one(guarded, stor
     problems = []
     for kind, config, text in [*HOSTILE, *HOSTILE_SHAPES, *HOSTILE_TEXT]:
         body = row(model="acme/x", model_config=config)
-        (response, first), (_, second) = _timed(guarded, body), _timed(guarded, body)
+        # the fastest of three: the answer's cost, not a busy machine's pause
+        (response, first), *others = (_timed(guarded, body) for _ in range(3))
         problems += check_answer(kind, response, 400, guard_says.get(kind, text), roots)
         said = response.json().get("message", "") if response.status_code == 400 else ""
         if kind not in guard_says and not said.startswith("row 0: "):
             problems.append(f"{kind}: {response.json()['message'][:100]!r} names no row")
         if re.search(r"(.)\1{40}", response.text):
             problems.append(f"{kind}: the value echoed")
-        if min(first, second) > 3 * normal:
-            problems.append(f"{kind}: {min(first, second):.3f} s against {normal:.3f} s")
+        fastest = min(first, *(seconds for _, seconds in others))
+        if fastest > 3 * normal:
+            problems.append(f"{kind}: {fastest:.3f} s against {normal:.3f} s")
     assert problems == []
 
 
