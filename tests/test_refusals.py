@@ -26,7 +26,7 @@ TYPO = "meta-llama/Llama-3.1-8B-Instrct"
 PREDICT = ("predict", "--gpu", "A10", "--model", LLM)
 RECOMMEND = ("recommend", "--model", LLM)
 # Flags: given, they are on; there is no value to refuse.
-FLAGS = {"recommend": {"--strict", "--log"}}
+FLAGS = {"recommend": {"--strict", "--log", "--fleet"}}
 # "{dir}" is a folder, "{port}" a port nobody listens on.
 CASES = {
     "predict": [
@@ -305,6 +305,47 @@ CASES = {
             "--plot",
             (*RECOMMEND, "--rate", "1", "--plot", "{dir}"),
             "cannot use {dir}: Is a directory",
+        ),
+        (
+            "--engine",
+            (*RECOMMEND, "--rate", "1", "--engine", "x" * 201),
+            "--engine must be at most 200 characters; got 201",
+        ),
+        (
+            "--engine-version",
+            (*RECOMMEND, "--rate", "1", "--engine-version", "9.9"),
+            "--engine-version must be a release of vllm with a known date (nightly, 0.19, ",
+        ),
+        (
+            "--engine-year",
+            (*RECOMMEND, "--rate", "1", "--engine-year", "1990"),
+            "--engine-year must be a whole number from 2000 to 2100; got 1990",
+        ),
+        (
+            "--dtype",
+            (*RECOMMEND, "--rate", "1", "--dtype", "fp3"),
+            "--dtype must be one of float32, fp32, float16, fp16, bfloat16, bf16, fp8, float8, "
+            "int8, int4, mxfp4, nvfp4, fp8_block, int4_wo; got 'fp3'",
+        ),
+        (
+            "--tp",
+            (*RECOMMEND, "--rate", "1", "--tp", "1,3"),
+            "--tp must be powers of two: 1, 2, 4, 8, 16, 32, 64; got '3'",
+        ),
+        (
+            "--max-gpus",
+            (*RECOMMEND, "--rate", "1", "--max-gpus", "0"),
+            "--max-gpus must be a whole number from 1; got 0",
+        ),
+        (
+            "--scaling",
+            (*RECOMMEND, "--rate", "1", "--scaling", "daily"),
+            "--scaling must be one of static, hourly; got 'daily'",
+        ),
+        (
+            "--rank-by",
+            (*RECOMMEND, "--rate", "1", "--rank-by", "cost"),
+            "--rank-by cost needs prices: give --price-file",
         ),
     ],
 }
