@@ -39,6 +39,7 @@ from wattgpu.data.config_fields import (
     NESTED_KEYS,
     SLIDING_ATTENTION,
     check_config,
+    first_stated,
     nested_config,
     shown,
 )
@@ -49,11 +50,7 @@ Config = Mapping[str, Any]
 # How many decoder layers of each (attention kind, holds a mixture of experts).
 LayerPlan = dict[tuple[str, bool], int]
 
-_LAYERS = LAYER_KEYS
-_EXPERTS = EXPERT_KEYS
 _SHARED_KEYS = ("n_shared_experts",)
-_LINEAR = LINEAR_ATTENTION
-_SLIDING = SLIDING_ATTENTION
 # The families (the text config's ``model_type``) whose decoder ``count_params`` follows, each
 # checked against a model card (tests/test_aiconfigurator.py, tests/test_llm_from_config.py):
 # gated MLPs or mixtures of them, grouped-query or latent attention. Others (GPT-NeoX's or
@@ -81,10 +78,9 @@ _INTEGER_METHODS = ("awq", "gptq")
 
 
 def _first(config: Config, keys: tuple[str, ...], default: Any = None) -> Any:
-    for key in keys:
-        if config.get(key) is not None:
-            return config[key]
-    return default
+    """The value of the first of ``keys`` the config states, else ``default``."""
+    key = first_stated(config, keys)
+    return default if key is None else config[key]
 
 
 def text_config(config: Config) -> dict[str, Any]:
@@ -93,7 +89,7 @@ def text_config(config: Config) -> dict[str, Any]:
     Fields of the outer config that the text config lacks (``tie_word_embeddings``, the dtype,
     the quantization config) are carried over.
     """
-    key = next((k for k in NESTED_KEYS if config.get(k) is not None), None)
+    key = first_stated(config, NESTED_KEYS)
     inner = config[key] if key else None
     if not isinstance(inner, Mapping):
         return dict(config)
@@ -120,7 +116,7 @@ def layer_plan(config: Config) -> LayerPlan:
     that of the lists the config holds, whatever number of layers it states.
     """
     c = text_config(config)
-    n = int(_first(c, _LAYERS))
+    n = int(_first(c, LAYER_KEYS))
     types = c.get("layer_types")
     if types and len(types) != n:
         raise DataError(f"config layer_types lists {len(types)} layers, not {n}")
@@ -131,7 +127,7 @@ def layer_plan(config: Config) -> LayerPlan:
             return types[layer] == FULL_ATTENTION
         return interval == 0 or (layer + 1) % interval == 0
 
-    experts = _first(c, _EXPERTS) not in (None, 0)
+    experts = _first(c, EXPERT_KEYS) not in (None, 0)
     first_dense = int(c.get("first_k_dense_replace") or 0) if experts else n
     step = int(c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1)
     step = int(c.get("interleave_moe_layer_step") or step)
@@ -140,14 +136,17 @@ def layer_plan(config: Config) -> LayerPlan:
     dense_only = {i for i in dense_only if first_dense <= i < n and (i + 1) % step == 0}
     plan: Counter[tuple[str, bool]] = Counter()
     if types:  # the list itself: as long as the config is
-        moe_at = lambda i: i >= first_dense and (i + 1) % step == 0 and i not in dense_only  # noqa: E731
+
+        def moe_at(i: int) -> bool:
+            return i >= first_dense and (i + 1) % step == 0 and i not in dense_only
+
         plan.update((str(kind), moe_at(i)) for i, kind in enumerate(types))
         return dict(plan)
     full_layers = n // interval if interval else n
     moe = _multiples(step, first_dense + 1, n) - len(dense_only)
     full_step = math.lcm(step, interval) if interval else step
     full_moe = _multiples(full_step, first_dense + 1, n) - sum(map(full, dense_only))
-    other = _LINEAR if interval else FULL_ATTENTION
+    other = LINEAR_ATTENTION if interval else FULL_ATTENTION
     plan[FULL_ATTENTION, True] += full_moe
     plan[FULL_ATTENTION, False] += full_layers - full_moe
     plan[other, True] += moe - full_moe
@@ -177,7 +176,7 @@ def _attention_params(c: Config, kind: str) -> int:
     """One layer's attention (or linear-attention) parameters, its norms included."""
     h = int(c["hidden_size"])
     heads = int(c["num_attention_heads"])
-    if kind == _LINEAR:  # Gated DeltaNet (Qwen3-Next / Qwen3.5)
+    if kind == LINEAR_ATTENTION:  # Gated DeltaNet (Qwen3-Next / Qwen3.5)
         nk, dk = int(c["linear_num_key_heads"]), int(c["linear_key_head_dim"])
         nv, dv = int(c["linear_num_value_heads"]), int(c["linear_value_head_dim"])
         key_dim, value_dim = nk * dk, nv * dv
@@ -221,7 +220,7 @@ def _mlp_params(h: int, inter: int) -> int:
 def _expert_sizes(c: Config) -> tuple[int, int, int, int]:
     """Routed experts, experts per token, one expert's parameters, per-layer shared + router."""
     h = int(c["hidden_size"])
-    experts = int(_first(c, _EXPERTS))
+    experts = int(_first(c, EXPERT_KEYS))
     k = int(c["num_experts_per_tok"])
     inter = int(c.get("moe_intermediate_size") or c["intermediate_size"])
     one = _mlp_params(h, inter)
@@ -297,7 +296,7 @@ def weight_format(config: Config, quant_config: Config | None = None) -> str:
         if weights and all(_int4(w) for w in weights):
             # a mixture of experts quantizes its routed experts only (Kimi-K2.5); a dense LLM
             # every linear layer, as AWQ / GPTQ do
-            return "int4_wo" if _first(c, _EXPERTS) else "int4"
+            return "int4_wo" if _first(c, EXPERT_KEYS) else "int4"
         raise DataError(f"compressed-tensors config groups not known: {shown(weights)}")
     if method:
         raise DataError(
@@ -325,9 +324,9 @@ def attention_kind(config: Config) -> str:
     kinds = layer_counts(c)
     if c.get("kv_lora_rank"):
         return "mla"
-    if _LINEAR in kinds:
+    if LINEAR_ATTENTION in kinds:
         return "linear_hybrid"
-    if _SLIDING in kinds:
+    if SLIDING_ATTENTION in kinds:
         return "sliding"
     heads = int(c["num_attention_heads"])
     kv = int(c.get("num_key_value_heads") or heads)
@@ -409,10 +408,10 @@ def catalogue_row(config: Config, quant_config: Config | None = None) -> dict[st
     c = text_config(config)
     total, active = count_params(c)
     kinds = layer_counts(c)
-    experts = _first(c, _EXPERTS)
+    experts = _first(c, EXPERT_KEYS)
     heads = int(c["num_attention_heads"])
-    sliding = kinds[_SLIDING]
-    linear = kinds[_LINEAR]
+    sliding = kinds[SLIDING_ATTENTION]
+    linear = kinds[LINEAR_ATTENTION]
     layers = kinds.total()
     linear_hybrid = linear > 0
     return {

@@ -10,7 +10,7 @@ value for names and text, so a 100,000-row request costs milliseconds, not a Pyt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from numbers import Number
 from typing import Any
 
@@ -646,20 +646,30 @@ def checked_setup(setup: Mapping[str, Any]) -> dict[str, Any]:
         value = setup.get(field)
         if value is None:
             continue
-        column = np.empty(1, dtype=object)
-        column[0] = value
-        try:
-            if field == "client":
-                out[field] = _text(column, field, required=True)[0]
-            elif field == CHUNKED_PREFILL:
-                out[field] = float(_switch(column)[0])
-            else:
-                numbers = _numbers(column, field)
-                _check_range(numbers, field, column)
-                out[field] = float(numbers[0])
-        except QueryError as exc:
-            raise QueryError(str(exc).removeprefix("row 0: "), field) from None
+        if field == "client":
+            out[field] = _one(field, value, lambda c, f=field: _text(c, f, required=True)[0])
+        elif field == CHUNKED_PREFILL:
+            out[field] = _one(field, value, lambda c: float(_switch(c)[0]))
+        else:
+            out[field] = _one(field, value, lambda c, f=field: _number(c, f))
     return out
+
+
+def _one(field: str, value: Any, check: Callable[[np.ndarray], Any]) -> Any:
+    """``check`` of one stated value as a one-row column; its refusal without the row."""
+    column = np.empty(1, dtype=object)
+    column[0] = value
+    try:
+        return check(column)
+    except QueryError as exc:
+        raise QueryError(str(exc).removeprefix("row 0: "), field) from None
+
+
+def _number(column: np.ndarray, field: str) -> float:
+    """A one-row column's number, checked against ``field``'s range."""
+    numbers = _numbers(column, field)
+    _check_range(numbers, field, column)
+    return float(numbers[0])
 
 
 # What a query may say of the engine it runs under and the weights' format, beside the load.
@@ -682,17 +692,10 @@ def checked_engine(stated: Mapping[str, Any]) -> dict[str, Any]:
         value = stated.get(field)
         if value is None:
             continue
-        column = np.empty(1, dtype=object)
-        column[0] = value
-        try:
-            if field == "engine_year":
-                numbers = _numbers(column, field)
-                _check_range(numbers, field, column)
-                out[field] = float(numbers[0])
-            else:
-                out[field] = _text(column, field, required=True)[0]
-        except QueryError as exc:
-            raise QueryError(str(exc).removeprefix("row 0: "), field) from None
+        if field == "engine_year":
+            out[field] = _one(field, value, lambda c, f=field: _number(c, f))
+        else:
+            out[field] = _one(field, value, lambda c, f=field: _text(c, f, required=True)[0])
     single = {f: np.array([out.get(f)], dtype=object) for f in ("engine", "engine_version")}
     try:
         _check_dtype(np.array([out.get("dtype")], dtype=object))

@@ -58,9 +58,9 @@ class Setup:
 def setup(rows: Rows) -> Setup:
     """Each row's client, scheduler and host time (see the module docstring)."""
     n = length(rows)
-    lines = _lines(rows, n)
-    table = engine_lines()
     harness = _harness(rows, n)
+    lines = _lines(rows, n, harness)
+    table = engine_lines()
     gpus = np.maximum(values(rows, "num_gpus", 1.0), 1.0)
     memory_gib = values(rows, "gpu_memory_gb", 80.0, positive=True) * 1e9 / 2**30
     gpu = np.asarray(rows["gpu"], dtype=object) if "gpu" in rows else np.full(n, "", object)
@@ -151,8 +151,11 @@ def _override(default: np.ndarray, given: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(given), given, default)
 
 
-def _lines(rows: Rows, n: int) -> np.ndarray:
-    """Each row's engine release line (a row of ``engine_lines.csv``)."""
+def _lines(rows: Rows, n: int, harness: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """Each row's engine release line (a row of ``engine_lines.csv``).
+
+    ``harness``: the rows' ``_harness`` where the caller has it.
+    """
     engines = np.asarray(rows["engine"], dtype=object) if "engine" in rows else np.full(n, None)
     versions = (
         np.asarray(rows["engine_version"], dtype=object)
@@ -162,7 +165,7 @@ def _lines(rows: Rows, n: int) -> np.ndarray:
     years = values(rows, "engine_year", np.nan)
     lines = engine_lines().lines_of(engines, versions, years)
     # the line a client's server ran, where the engine's name alone does not say it
-    stated = _harness(rows, n)["engine_line"]
+    stated = (_harness(rows, n) if harness is None else harness)["engine_line"]
     if not blanks(stated).all():
         index = {name: row for row, name in enumerate(engine_lines().table["line"])}
         named = np.array([index.get(str(name), -1) for name in stated])
