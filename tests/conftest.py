@@ -21,6 +21,9 @@ from wattgpu.config import SHIPPED_DATA_DIR, Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.modeling.physical.physics import PhysicalConstants
 
+# Items over 60 s are listed at the end of every run (tests/slow_items.py).
+pytest_plugins = ["slow_items"]
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("WATTGPU_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
 
