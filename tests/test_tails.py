@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from wattgpu.modeling.answering.tails import simulated_tails, tails
 from wattgpu.modeling.learning.uncertainty import Calibration, IntervalModel
 from wattgpu.modeling.learning.unseen import UNSEEN_GPU
 from wattgpu.modeling.physical.features import build_features
+from wattgpu.modeling.serving.jitter import Jitter
 from wattgpu.modeling.serving.loop import ONESHOT, Client, simulate
 from wattgpu.modeling.serving.run import simulate_rows
 from wattgpu.modeling.serving.scheduler import PREFILL_FIRST
@@ -113,6 +115,26 @@ def test_an_answer_gives_its_tails_and_keeps_its_median_and_interval(catalog):
     np.testing.assert_allclose(answer["lower"][:3], median * np.exp(-0.5), rtol=1e-12)
     assert answer["tails"].tolist() == ["simulated", "simulated", "simulated", ""]
     assert answer.loc[3, ["prediction", "lower", "upper", "p90", "p99"]].isna().all()
+
+
+def test_a_model_with_a_step_jitter_answers_the_tails_of_its_jittered_loop(catalog):
+    model, card = load_model("itl")
+    assert card.jitter == {}  # a model trained before the jitter answers as before
+    jitter = Jitter((math.log(1.25), math.log(2.0)), rows=10)
+    jittery = replace(card, jitter=jitter.to_dict())
+    bounds = IntervalModel("itl", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
+    plain = predict_queries(card, model, bounds, catalog, QUERIES)
+    answer = predict_queries(jittery, model, bounds, catalog, QUERIES)
+    rows = build_features(check_queries(QUERIES, catalog), catalog)
+    simulated = simulate_rows(rows.iloc[:3], jitter=jitter)
+    median = answer["prediction"].to_numpy(float)[:3]
+    np.testing.assert_array_equal(median, plain["prediction"].to_numpy(float)[:3])
+    for level in ("p90", "p99"):
+        ratio = (simulated[f"itl_{level}_s"] / simulated["itl_p50_s"]).to_numpy(float)
+        np.testing.assert_allclose(answer[level][:3], median * ratio, rtol=1e-12)
+    assert not np.allclose(answer["p99"][:3], plain["p99"][:3])
+    # the p90 leaves the median on every query (the step 1.25 times its time at the 0.9 level)
+    assert (answer["p90"][:3] > median).all()
 
 
 def test_ttft_tails_come_from_the_simulated_ttft(catalog):

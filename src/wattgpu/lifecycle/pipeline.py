@@ -80,6 +80,7 @@ from wattgpu.modeling.physical.targets import (
     check_target,
     rows_with_target,
 )
+from wattgpu.modeling.serving.jitter import fit_jitter
 from wattgpu.modeling.serving.prior import fit_simulated_prior, refit_for
 
 # The main job's targets, on threads of their own, log their models one at a time: MLflow's
@@ -877,7 +878,14 @@ def model_card(
         interval_not_validated=tuple(not_validated_notes(bounds)),
         wattgpu_version=__version__,
         simulated_prior=simulated_prior or {},
+        jitter=_fitted_jitter(rows),
     )
+
+
+def _fitted_jitter(rows: pd.DataFrame) -> dict[str, Any]:
+    """The step jitter of the training rows' one-user runs, as the card keeps it ({}: none)."""
+    jitter = fit_jitter(rows)
+    return {} if jitter is None else jitter.to_dict()
 
 
 # The prefix of each method's metrics; any other method is the target's no-learning baseline.

@@ -126,6 +126,9 @@ class ModelCard:
         simulated_prior: on a recipe of the simulated prior, its terms fitted on every training
             row (``modeling.serving.prior.SimulatedTerms``), which each query's prior takes;
             empty: the closed-form prior.
+        jitter: the spread of a step's time (``modeling.serving.jitter.Jitter``), fitted on the
+            training rows that ran one user and measured their gaps' tails, which the simulated
+            loop's gap percentiles take (``answering.tails``); empty: none fitted.
 
     """
 
@@ -147,6 +150,7 @@ class ModelCard:
     statistic: str = ""
     familiarity: dict[str, Any] = field(default_factory=dict)
     simulated_prior: dict[str, Any] = field(default_factory=dict)
+    jitter: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.statistic:
@@ -155,7 +159,8 @@ class ModelCard:
     def to_dict(self) -> dict[str, Any]:
         """The card as plain JSON values; packaging fields only once they are filled in."""
         out = asdict(self)
-        for name in ("members", "query_fields", "interval", "familiarity", "simulated_prior"):
+        packaging = ("members", "query_fields", "interval", "familiarity", "simulated_prior")
+        for name in (*packaging, "jitter"):
             if not out[name]:
                 del out[name]
         return out

@@ -28,6 +28,7 @@ from wattgpu.modeling.learning.uncertainty import (
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 from wattgpu.modeling.serving.checks import check_setup
+from wattgpu.modeling.serving.jitter import Jitter
 from wattgpu.modeling.serving.workload import client_names
 
 # The load of each query, echoed in the answer so that rows are told apart (after defaults:
@@ -140,7 +141,8 @@ def answer_columns(
     ):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
     if target in TAILED:  # one simulation of the batch's serving loops
-        answer |= simulated_tails(target, rows, answer["prediction"])
+        jitter = Jitter.from_dict(card.jitter)
+        answer |= simulated_tails(target, rows, answer["prediction"], jitter)
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
     answer["novelty"] = bounded.novelty
     # the measured rows the answer leans on, in words ('' where none)

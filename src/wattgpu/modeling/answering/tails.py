@@ -6,9 +6,10 @@ for a batch of queries): the trees correct the median, and the spread around it 
 simulation's. The interval stays the median's. Power has no tails (it is a mean over the
 window), nor has a query that cannot run.
 
-No measured tail corrects the simulation's ratio yet (LLM-Pilot's measured tails, TGI only,
-are set against it in ``bench/tails.py``): every tail is the simulation's alone, and the answer
-says so (``tails``: ``TAILS_FROM``). Pure.
+The simulated steps are spread by the model's step jitter where its card carries one (fitted on
+its training rows' one-user gaps, ``serving.jitter``). No measured tail corrects the ratio
+otherwise (LLM-Pilot's measured tails are set against it in ``bench/tails.py``): every tail is
+the simulation's, and the answer says so (``tails``: ``TAILS_FROM``). Pure.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from wattgpu.modeling.physical.columns import columns_of
+from wattgpu.modeling.serving.jitter import Jitter
 from wattgpu.modeling.serving.run import simulate_rows
 
 PERCENTILES = ("p90", "p99")
@@ -58,13 +60,16 @@ def tails(target: str, simulated: Mapping[str, Any], median: Any) -> dict[str, n
     return out
 
 
-def simulated_tails(target: str, rows: Mapping[str, Any], median: Any) -> dict[str, np.ndarray]:
+def simulated_tails(
+    target: str, rows: Mapping[str, Any], median: Any, jitter: Jitter | None = None
+) -> dict[str, np.ndarray]:
     """``tails`` of the rows with a median, their serving loops simulated in one call.
 
     Args:
         target: ``itl`` or ``ttft``.
         rows: the queries' features (``physical.features.build_features``).
         median: the answer's median per row; a row without one (it cannot run) is not simulated.
+        jitter: the model's step jitter (``serving.jitter``; None: steps take their time).
 
     Raises:
         QueryError: a row's client or engine knob cannot be run (``serving.checks``).
@@ -75,7 +80,7 @@ def simulated_tails(target: str, rows: Mapping[str, Any], median: Any) -> dict[s
     simulated = {f"{target}_{p}_s": np.full(len(median), np.nan) for p in ("p50", *PERCENTILES)}
     if len(runs):
         some = {name: values[runs] for name, values in columns_of(rows).items()}
-        stats = simulate_rows(some)
+        stats = simulate_rows(some, jitter=jitter)
         for name, values in simulated.items():
             values[runs] = stats[name].to_numpy(float)
     return tails(target, simulated, median)

@@ -165,10 +165,14 @@ def simulate(
     client: Client,
     seed: int = 0,
     slots: int = SLOTS,
+    jitter: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Simulate each row's client against its engine; the ``STATISTICS`` per row.
 
     ``slots``: request slots per row (``slots_needed`` says how many a row's cohorts need).
+    ``jitter``: equally likely multipliers of a step's time (``serving.jitter``); the gaps'
+    percentiles are read after each gap is spread over them (``jittered``), the loop itself and
+    every mean unchanged. None: every step takes its time exactly.
     """
     n = len(client.kind)
     result = _Run.start(client, sched, seed, slots)
@@ -192,7 +196,7 @@ def simulate(
         rest = np.nonzero(~ended)[0]
         result.put(live[rest], part.take(rest))
         result.overloaded[live[rest]] = 1.0
-    return result.statistics()
+    return result.statistics(jitter)
 
 
 def slots_needed(client: Client, sched: Scheduler) -> np.ndarray:
@@ -646,7 +650,7 @@ class _Run:
             ended |= (client.kind == POISSON) & (self.overloaded > 0)
         return ended
 
-    def statistics(self) -> dict[str, np.ndarray]:
+    def statistics(self, jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
         self._flush()
         sums, wall = self.sums, np.maximum(self.wall, 1e-12)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -663,7 +667,8 @@ class _Run:
                 "requests_measured": sums[:, 7],
                 "overloaded": self.overloaded.astype(float),
             }
-        for name, hist in (("ttft", self.ttft_hist), ("itl", self.gap_hist)):
+        gaps = self.gap_hist if jitter is None else jittered(self.gap_hist, jitter)
+        for name, hist in (("ttft", self.ttft_hist), ("itl", gaps)):
             for p in _PERCENTILES:
                 out[f"{name}_p{int(p)}_s"] = _quantile(hist, p / 100.0)
         return {k: out[k] for k in STATISTICS}
@@ -683,6 +688,27 @@ def _add(hist: np.ndarray, rows: np.ndarray, value: np.ndarray, weight: np.ndarr
     bins = np.minimum(np.maximum(x.astype(int), 0), _BINS - 1)
     np.add.at(hist, (rows, 0, bins), weight)
     np.add.at(hist, (rows, 1, bins), weight * value)
+
+
+def jittered(hist: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
+    """Histograms whose every value is spread over ``multipliers``, each equally likely.
+
+    A value v of weight w becomes v x m of weight w / len(multipliers) for each multiplier m: the
+    histograms convolved, in log space, with the jitter's. Each bin's values enter at their mean.
+    """
+    weights, sums = hist[:, 0, :], hist[:, 1, :]
+    rows, bins = np.nonzero(weights > 0)
+    weight = weights[rows, bins]
+    value = sums[rows, bins] / weight
+    m = np.asarray(multipliers, dtype=float)
+    out = np.zeros_like(hist)
+    _add(
+        out,
+        np.repeat(rows, len(m)),
+        (value[:, None] * m[None, :]).ravel(),
+        np.repeat(weight / len(m), len(m)),
+    )
+    return out
 
 
 def _quantile(hist: np.ndarray, q: float) -> np.ndarray:

@@ -18,6 +18,7 @@ from wattgpu.modeling.physical.costs import silicon
 from wattgpu.modeling.physical.operations import Rows, describe_step, length
 from wattgpu.modeling.physical.physics import DEFAULT_CONSTANTS, PhysicalConstants
 from wattgpu.modeling.serving.checks import check_setup
+from wattgpu.modeling.serving.jitter import Jitter
 from wattgpu.modeling.serving.loop import (
     CLOSED,
     POISSON,
@@ -42,13 +43,17 @@ PROMPT_SCALE = "prefill_scale"
 
 
 def simulate_rows(
-    rows: Rows, constants: PhysicalConstants = DEFAULT_CONSTANTS, seed: int = 0
+    rows: Rows,
+    constants: PhysicalConstants = DEFAULT_CONSTANTS,
+    seed: int = 0,
+    jitter: Jitter | None = None,
 ) -> pd.DataFrame:
     """The ``loop.STATISTICS`` of each row's own client and engine, one frame row per row.
 
     ``rows`` carry the physics features (``physical.features.build_features``), and where fitted
     a prefill efficiency (``PROMPT_SCALE``); ``constants`` give the kernels' shares a serving
-    step reaches (not refitted here).
+    step reaches (not refitted here); ``jitter``, where fitted, spreads every step's time before
+    the gaps' percentiles are read (``serving.jitter``).
 
     Raises:
         QueryError: a row's client or engine knob cannot be run (``checks.check_setup``).
@@ -61,14 +66,15 @@ def simulate_rows(
         scale = np.asarray(rows[PROMPT_SCALE], dtype=float)
         costs = replace(costs, prompt_scale=np.where(np.isfinite(scale), scale, 1.0))
     plan = setup(rows)
-    keys = _keys(costs, plan, seed)
+    spread = None if jitter is None else jitter.multipliers()
+    keys = _keys(costs, plan, seed, spread)
     out = np.full((length(rows), len(STATISTICS)), np.nan)
     kept = np.array([key in _SIMULATED for key in keys], dtype=bool)
     for i in np.nonzero(kept)[0]:
         out[i] = _SIMULATED[keys[i]]
     missing = np.nonzero(~kept)[0]
     if missing.size:
-        out[missing] = _simulated(costs.take(missing), _take(plan, missing), seed)
+        out[missing] = _simulated(costs.take(missing), _take(plan, missing), seed, spread)
         if len(_SIMULATED) + missing.size > _MAX_KEPT:
             _SIMULATED.clear()
         overloaded = STATISTICS.index("overloaded")
@@ -92,8 +98,8 @@ def forget_simulated() -> None:
     _SIMULATED.clear()
 
 
-def _keys(costs: TokenCosts, plan: Setup, seed: int) -> list[bytes]:
-    """A key per row: the bytes of every number the loop reads of it, and the seed."""
+def _keys(costs: TokenCosts, plan: Setup, seed: int, jitter: np.ndarray | None) -> list[bytes]:
+    """A key per row: the bytes of every number the loop reads of it, the seed and the jitter."""
     parts = [
         np.asarray(getattr(costs, f.name), dtype=float)
         for f in fields(costs)
@@ -104,14 +110,17 @@ def _keys(costs: TokenCosts, plan: Setup, seed: int) -> list[bytes]:
             value = np.asarray(getattr(part, f.name), dtype=float)
             parts.append(value.reshape(len(value), -1) if value.ndim > 1 else value)
     parts.append(np.full(len(parts[0]), float(seed)))
-    return [row.tobytes() for row in np.ascontiguousarray(np.column_stack(parts))]
+    spread = b"" if jitter is None else jitter.tobytes()
+    return [row.tobytes() + spread for row in np.ascontiguousarray(np.column_stack(parts))]
 
 
 def _take(plan: Setup, rows: np.ndarray) -> Setup:
     return Setup(plan.host.take(rows), plan.scheduler.take(rows), plan.client.take(rows))
 
 
-def _simulated(costs: TokenCosts, plan: Setup, seed: int) -> np.ndarray:
+def _simulated(
+    costs: TokenCosts, plan: Setup, seed: int, jitter: np.ndarray | None = None
+) -> np.ndarray:
     """The ``STATISTICS`` of every row of ``plan``, simulated (an array, a row per row)."""
     out = np.full((len(plan.client.kind), len(STATISTICS)), np.nan)
     # rows of one width run together, whatever their client (a row's answer depends on its own
@@ -130,13 +139,16 @@ def _simulated(costs: TokenCosts, plan: Setup, seed: int) -> np.ndarray:
             plan.client.take(part),
             seed=seed,
             slots=int(width[part[0]]),
+            jitter=jitter,
         )
         out[part] = np.column_stack([stats[name] for name in STATISTICS])
-    _saturate(out, costs, plan, seed)
+    _saturate(out, costs, plan, seed, jitter)
     return out
 
 
-def _saturate(out: np.ndarray, costs: TokenCosts, plan: Setup, seed: int) -> None:
+def _saturate(
+    out: np.ndarray, costs: TokenCosts, plan: Setup, seed: int, jitter: np.ndarray | None
+) -> None:
     """Open loops that arrive faster than their engine serves: the engine full, as it runs then.
 
     Such a queue grows without end; while it does, the engine runs as many requests as it holds
@@ -158,6 +170,8 @@ def _saturate(out: np.ndarray, costs: TokenCosts, plan: Setup, seed: int) -> Non
         measured=np.maximum(users * SETTLED_MEASURED, MIN_MEASURED),
     )
     width = np.clip(slots_needed(full, sched), SLOTS, WIDE_SLOTS).max()
-    stats = simulate(costs.take(over), plan.host.take(over), sched, full, seed, int(width))
+    stats = simulate(
+        costs.take(over), plan.host.take(over), sched, full, seed, int(width), jitter=jitter
+    )
     out[over] = np.column_stack([stats[name] for name in STATISTICS])
     out[over, column] = 1.0
