@@ -108,3 +108,33 @@ def test_the_table_is_fitted_on_one_user_rows_that_measured_their_tails():
     # too few one-user rows, or no tails at all: no jitter
     assert fit_jitter(rows.iloc[[0, 1, 3]]) is None
     assert fit_jitter(rows.drop(columns="itl_p99_s")) is None
+
+
+@pytest.fixture(scope="module")
+def pilot_rows():
+    """LLM-Pilot's shipped rows (1 to 128 users of TGIS, each with measured tails), as trained."""
+    from wattgpu.config import SHIPPED_DATA_DIR, load_settings
+    from wattgpu.lifecycle.pipeline import load_data, training_rows
+
+    data = load_data(load_settings(), [SHIPPED_DATA_DIR / "measurements" / "llm_pilot.csv"])
+    return training_rows("itl", data).reset_index(drop=True)
+
+
+def test_a_simulated_p99_is_steady_doubling_the_requests_moves_it_under_2_percent(
+    pilot_rows, monkeypatch
+):
+    from wattgpu.modeling.serving import workload
+    from wattgpu.modeling.serving.run import forget_simulated, simulate_rows
+
+    rows = pilot_rows.iloc[::2]  # every other row: 1 to 128 users on all four GPUs
+    jitter = fit_jitter(pilot_rows)
+    forget_simulated()
+    served = simulate_rows(rows, jitter=jitter)
+    monkeypatch.setattr(workload, "SETTLED_MEASURED", 2 * workload.SETTLED_MEASURED)
+    monkeypatch.setattr(workload, "MIN_MEASURED", 2 * workload.MIN_MEASURED)
+    forget_simulated()
+    doubled = simulate_rows(rows, jitter=jitter)
+    forget_simulated()
+    change = np.abs(doubled["itl_p99_s"] / served["itl_p99_s"] - 1).to_numpy()
+    assert np.isfinite(change).all()
+    assert np.median(change) < 0.02
