@@ -11,13 +11,16 @@ a tail answer is a median times a ratio of that percentile to the median:
 * ``jittered``: the same loop, its steps spread by the jitter of the training rows' one-user
   gaps (``serving.jitter``, fitted on the other GPUs' rows: what ``predict`` answers);
 * ``corrected``: the simulated ratio times the training rows' median of measured ratio over
-  simulated ratio (the simulation corrected where measured tails exist).
+  simulated ratio (the simulation corrected where measured tails exist);
+* with ``--length-spread S ...``, ``spread S``: ``jittered`` with the rows' traced lengths
+  replaced by lognormal ones of sigma S around their means (``--length-spread``, what a query's
+  default clients assume: does a stated spread stand in for a real trace?).
 
 The median is the measured one, so that the figures compare the ratios alone (the model's median
 error comes on top of every method alike). Printed: MdAPE % of each method per tail, and how much
 lower the others are than the rule's (issue 68's aim: at least 20 % lower on every tail).
 
-    python bench/tails.py [--data DIR] [--measurements PATH ...]
+    python bench/tails.py [--data DIR] [--measurements PATH ...] [--length-spread S ...]
 """
 
 from __future__ import annotations
@@ -32,19 +35,24 @@ from benchinfo import add_data_arguments, load_measured, machine
 
 from wattgpu.modeling.serving.jitter import fit_jitter
 from wattgpu.modeling.serving.run import simulate_rows
+from wattgpu.modeling.serving.workload import LENGTH_SPREAD
 
 # (target, percentile): the measured column, its median column, the simulated columns.
 TAILS = (("ttft", "p90"), ("ttft", "p99"), ("itl", "p90"), ("itl", "p99"))
-METHODS = ("rule", "simulated", "jittered", "corrected")
 
 
-def jittered_simulation(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each row simulated with the jitter fitted on the other GPUs' rows (its GPU held out)."""
+def jittered_simulation(rows: pd.DataFrame, spread: float | None = None) -> pd.DataFrame:
+    """Each row simulated with the jitter fitted on the other GPUs' rows (its GPU held out).
+
+    ``spread``: the rows' lengths lognormal of that sigma around their means instead of their
+    client's (``serving.workload.LENGTH_SPREAD``).
+    """
     out = []
     gpus = rows["gpu"].to_numpy()
+    simulated = rows if spread is None else rows.assign(**{LENGTH_SPREAD: spread})
     for gpu in np.unique(gpus):
         held = gpus == gpu
-        out.append(simulate_rows(rows[held], jitter=fit_jitter(rows[~held])))
+        out.append(simulate_rows(simulated[held], jitter=fit_jitter(rows[~held])))
     return pd.concat(out).loc[rows.index]
 
 
@@ -53,8 +61,16 @@ def ratio(sim: pd.DataFrame, target: str, level: str) -> np.ndarray:
     return (sim[f"{target}_{level}_s"] / sim[f"{target}_p50_s"]).to_numpy(float)
 
 
-def tail_answers(rows: pd.DataFrame, sim: pd.DataFrame, jittered: pd.DataFrame) -> pd.DataFrame:
-    """Each row's tail answers by every method, its GPU held out of the ratios' training rows."""
+def tail_answers(
+    rows: pd.DataFrame,
+    sim: pd.DataFrame,
+    jittered: pd.DataFrame,
+    spreads: dict[str, pd.DataFrame] | None = None,
+) -> pd.DataFrame:
+    """Each row's tail answers by every method, its GPU held out of the ratios' training rows.
+
+    ``spreads``: more jittered simulations by method name (``spread S``).
+    """
     out = []
     gpus = rows["gpu"].to_numpy()
     for target, level in TAILS:
@@ -73,6 +89,8 @@ def tail_answers(rows: pd.DataFrame, sim: pd.DataFrame, jittered: pd.DataFrame) 
                 "jittered": jittered_ratio[held],
                 "corrected": simulated_ratio[held] * correction,
             }
+            for method, simulation in (spreads or {}).items():
+                ratios[method] = ratio(simulation, target, level)[held]
             for method, answer_ratio in ratios.items():
                 out.append(
                     pd.DataFrame(
@@ -89,16 +107,24 @@ def tail_answers(rows: pd.DataFrame, sim: pd.DataFrame, jittered: pd.DataFrame) 
 
 
 def scores(answers: pd.DataFrame) -> pd.DataFrame:
-    """MdAPE % per tail and method (all held-out GPUs together), and per GPU."""
+    """MdAPE % per tail and method (all held-out GPUs together), methods in their first order."""
     ape = (answers["answer"] / answers["measured"] - 1).abs() * 100
     frame = answers.assign(ape=ape).dropna(subset=["ape"])
     overall = frame.groupby(["tail", "method"])["ape"].median().unstack("method")
-    return overall[list(METHODS)]
+    return overall[list(dict.fromkeys(answers["method"]))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_data_arguments(parser)
+    parser.add_argument(
+        "--length-spread",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="S",
+        help="also score lognormal lengths of these sigmas in place of the rows' own",
+    )
     args = parser.parse_args()
     print("# Tail latencies on LLM-Pilot's rows, leaving one GPU out\n")
     print(f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
@@ -108,18 +134,20 @@ def main() -> None:
     rows = rows[rows["ttft_p99_s"].notna()].reset_index(drop=True)
     gpus = ", ".join(sorted(rows["gpu"].unique()))
     print(f"- rows: {len(rows)} with measured tails (GPUs: {gpus})\n")
-    table = scores(tail_answers(rows, simulate_rows(rows), jittered_simulation(rows)))
-    others = METHODS[1:]
+    spreads = {f"spread {s:g}": jittered_simulation(rows, s) for s in args.length_spread}
+    table = scores(tail_answers(rows, simulate_rows(rows), jittered_simulation(rows), spreads))
+    methods = list(table.columns)
+    others = methods[1:]
     print(
         "| tail | "
-        + " | ".join(f"{m} MdAPE %" for m in METHODS)
+        + " | ".join(f"{m} MdAPE %" for m in methods)
         + " | "
         + " | ".join(f"{m} vs rule" for m in others)
         + " |"
     )
-    print("|---|" + "---|" * (len(METHODS) + len(others)))
+    print("|---|" + "---|" * (len(methods) + len(others)))
     for tail, line in table.iterrows():
-        figures = [f"{line[m]:.1f}" for m in METHODS]
+        figures = [f"{line[m]:.1f}" for m in methods]
         gains = [f"{100 * (1 - line[m] / line['rule']):+.0f} %" for m in others]
         print(f"| {tail} | " + " | ".join(figures + gains) + " |")
     print("\n(vs rule: how much lower the MdAPE is than the rule's; issue 68's aim: +20 % or more")

@@ -59,6 +59,16 @@ def test_a_card_shows_the_client_assumed_and_the_engine_knobs_stated():
     ]
 
 
+def test_a_card_names_the_spread_of_lengths_its_client_assumed():
+    row = {**A10, "client": "closed", "length_spread": 0.5}
+    lines = render_answers(pd.DataFrame([row])).splitlines()
+    assert lines[1] == "  client closed (length spread 0.5) · 512 in / 256 out tokens · 1 GPU"
+    # a client whose lengths follow a trace has no sigma to name
+    row = {**A10, "client": "llm-pilot", "length_spread": NAN}
+    lines = render_answers(pd.DataFrame([row])).splitlines()
+    assert lines[1] == "  client llm-pilot · 512 in / 256 out tokens · 1 GPU"
+
+
 def test_one_target_asked_alone_names_its_model_on_each_warning():
     # `--target power` (or `--url`): the model's own rows, with a target and a unit column
     row = {c: A10[c] for c in ("gpu", "model", "scenario", "request_rate_rps", "concurrency")}

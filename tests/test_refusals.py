@@ -89,6 +89,17 @@ CASES = {
             "--client 'poisson' sends requests at a rate: give --rate for a server",
         ),
         (
+            "--length-spread",
+            (*PREDICT, "--rate", "1", "--length-spread", "3.5"),
+            "--length-spread must be a number from 0 to 3 (sigma of a length's log; 0: equal); "
+            "got 3.5",
+        ),
+        (
+            "--length-spread",
+            (*PREDICT, "--rate", "1", "--length-spread", "wide"),
+            "Invalid value for '--length-spread': 'wide' is not a valid float",
+        ),
+        (
             "--max-num-seqs",
             (*PREDICT, "--rate", "1", "--max-num-seqs", "0"),
             "--max-num-seqs must be a whole number from 1 to 65536; got 0",
@@ -240,6 +251,12 @@ CASES = {
             "--client",
             (*RECOMMEND, "--concurrency", "4", "--client", "poisson"),
             "--client 'poisson' sends requests at a rate: give --rate for a server",
+        ),
+        (
+            "--length-spread",
+            (*RECOMMEND, "--rate", "1", "--length-spread", "-0.5"),
+            "--length-spread must be a number from 0 to 3 (sigma of a length's log; 0: equal); "
+            "got -0.5",
         ),
         (
             "--max-num-seqs",

@@ -152,6 +152,15 @@ CASES: list[tuple[str, str | bytes, dict, int, str]] = [
         "scenario must be one of offline, server",
     ),
     ("scenario a boolean", row(scenario=True), JSON, 400, "scenario must be a non-empty string"),
+    # the client's spread of lengths (the sigma of a lognormal length's log, 0 to 3)
+    (
+        "length spread too wide",
+        row(length_spread=4),
+        JSON,
+        400,
+        "length_spread must be a number from 0 to 3",
+    ),
+    ("length spread a word", row(length_spread="wide"), JSON, 400, "length_spread must be a"),
     # workload
     (
         "rate a boolean",

@@ -199,8 +199,9 @@ def test_one_sequence_at_a_time_queues_the_users_and_evens_the_gaps(catalog):
     assert knob["prediction"][0] == answer["prediction"][0]
     assert knob["max_num_seqs"][0] == 1 and np.isnan(answer["max_num_seqs"][0])
     assert "the stated engine knobs act on the p90 and p99 only" in knob["warnings"][0]
-    # alone in the engine, every gap is one decode step of one sequence: p99 = the median
-    assert knob["p99"][0] == pytest.approx(knob["prediction"][0], rel=1e-3)
+    # alone in the engine, every gap is one decode step of one sequence: p99 = the median, but
+    # for the sequence's own context (its lengths spread around the means): within 1 %
+    assert knob["p99"][0] == pytest.approx(knob["prediction"][0], rel=1e-2)
     assert answer["p99"][0] > 1.5 * answer["prediction"][0]
 
 

@@ -482,10 +482,25 @@ BROKEN = [
     ),
     pytest.param(
         "clients",
-        set_value("spread", 0, float("nan")),  # row 0, the closed loop, is uniform
-        ("expect_column_values_to_be_in_set", "uniform_has_spread"),
+        set_value("spread", 0, float("nan")),  # row 0, the closed loop, is lognormal
+        ("expect_column_values_to_be_in_set", "spread_fits_lengths"),
         "closed",
-        id="uniform-without-spread",
+        id="lognormal-without-spread",
+    ),
+    pytest.param(
+        # a uniform spread of 1 reaches lengths of zero; a lognormal's sigma may be 1
+        "clients",
+        set_values(0, lengths="uniform", spread=1.0),
+        ("expect_column_values_to_be_in_set", "spread_fits_lengths"),
+        "closed",
+        id="uniform-spread-reaching-zero",
+    ),
+    pytest.param(
+        "clients",
+        set_value("spread", 0, 3.5),
+        ("expect_column_values_to_be_between", "spread"),
+        3.5,
+        id="lognormal-spread-too-wide",
     ),
     pytest.param(
         # row 3, AIConfigurator, does not state its memory fraction: a value there is a guess

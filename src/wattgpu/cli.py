@@ -592,7 +592,8 @@ def _query_from_options(options: dict[str, Any]) -> Any:
     row |= {"request_rate_rps": options["rate"], "concurrency": options["concurrency"]}
     row |= {k: options[k] for k in ("batch_size", "input_tokens", "output_tokens", "engine")}
     row |= {k: options[k] for k in ("engine_version", "engine_year", "num_gpus", "dtype")}
-    row |= {k: options.get(k) for k in ("client", "max_num_seqs", "max_batched_tokens")}
+    row |= {k: options.get(k) for k in ("client", "length_spread")}
+    row |= {k: options.get(k) for k in ("max_num_seqs", "max_batched_tokens")}
     row |= {"chunked_prefill": options.get("chunked_prefill")}  # on / off, as typed
     row |= {"model_config": options.get("model_config")}  # the config's text, or None
     return pd.DataFrame([row]).dropna(axis=1)
@@ -615,6 +616,7 @@ PREDICT_OPTIONS = {
     "dtype": "--dtype",
     "model_config": "--model-config",
     "client": "--client",
+    "length_spread": "--length-spread",
     "max_num_seqs": "--max-num-seqs",
     "max_batched_tokens": "--max-batched-tokens",
     "chunked_prefill": "--chunked-prefill",

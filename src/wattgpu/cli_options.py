@@ -139,11 +139,12 @@ def scenario_option(func: Any) -> Any:
 
 
 def serving_setup_options(func: Any) -> Any:
-    """``--client``, ``--max-num-seqs``, ``--max-batched-tokens``, ``--chunked-prefill``.
+    """``--client``, ``--length-spread``, and the engine knobs (``--max-num-seqs`` ...).
 
     The serving set-up beside the load: who sends the requests (a client of
     ``data/clients.csv``; without one, the load's own: ``--concurrency`` a closed loop, ``--rate``
-    Poisson arrivals, ``--batch-size`` one batch) and the engine's knobs. They act on the
+    Poisson arrivals, ``--batch-size`` one batch), how its lengths spread around the query's
+    means, and the engine's knobs. They act on the
     simulated serving loop behind the ITL and TTFT tails (p90, p99); the library checks each
     (``modeling.answering.queries``, ``modeling.serving.checks``).
     """
@@ -154,6 +155,14 @@ def serving_setup_options(func: Any) -> Any:
             help="Who sends the requests: a client of clients.csv (closed, poisson, batch, "
             "llm-pilot, aiconfigurator, ...). Default: the load's own (--concurrency: closed, "
             "--rate: poisson, --batch-size or offline: batch).",
+        ),
+        click.option(
+            "--length-spread",
+            type=float,
+            default=None,
+            help="How requests' lengths spread around --input-tokens / --output-tokens: the "
+            "sigma of a lognormal length's log, 0 to 3 (0: every request alike). Default: the "
+            "client's (closed, poisson, batch: 0.5).",
         ),
         click.option(
             "--max-num-seqs",

@@ -209,13 +209,16 @@ def warnings_by_text(text: Any, targets: tuple[str, ...]) -> dict[str, list[str]
 def query_parts(row: dict[str, Any]) -> list[str]:
     """The query in words: GPU, LLM, scenario and load, client, engine knobs, tokens, GPUs.
 
-    The client is the one the answer assumed (stated, else the load's own); the engine knobs
+    The client is the one the answer assumed (stated, else the load's own), with the spread of
+    its lengths (``--length-spread``: stated, else the client's); the engine knobs
     only those the query stated (``--max-num-seqs 1``: ``max-num-seqs 1``).
     """
     parts = [str(row[c]) for c in ("gpu", "model") if not _missing(row.get(c))]
     parts.append(_load(row))
     if not _missing(row.get("client")) and row.get("client"):
-        parts.append(f"client {row['client']}")
+        spread = row.get("length_spread")  # what the answer assumed: stated, else the client's
+        lengths = "" if _missing(spread) else f" (length spread {plain(spread)})"
+        parts.append(f"client {row['client']}{lengths}")
     knobs = _knobs(row)
     if knobs:
         parts.append("engine: " + ", ".join(knobs))

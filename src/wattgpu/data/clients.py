@@ -3,7 +3,8 @@
 A client says what drives the engine: a closed loop of N users (``closed``), rounds of N
 requests sent together, each when the last has ended (``rounds``), Poisson arrivals at
 a rate (``poisson``) or every request at once (``batch``); how long its requests are (``fixed``
-at the row's means, ``uniform`` within ``spread`` of them, or a distribution named in
+at the row's means, ``uniform`` within ``spread`` of them, ``lognormal`` with ``spread`` the
+standard deviation of a length's logarithm, or a distribution named in
 ``data/length_distributions.csv``: quantiles of a length over its mean); how many requests it
 sends before measuring and while measuring; the engine release line its server ran where the
 row's engine name alone does not say it (``engine_line``, a line of ``data/engine_lines.csv``:
@@ -34,7 +35,12 @@ LENGTHS_FILE = "length_distributions.csv"
 KINDS = ("closed", "rounds", "poisson", "batch")
 # What a query without a client gets, by how it states its load.
 CLIENT_FOR_LOAD = {"concurrency": "closed", "rate": "poisson", "batch": "batch"}
-FIXED, UNIFORM = "fixed", "uniform"
+FIXED, UNIFORM, LOGNORMAL = "fixed", "uniform", "lognormal"
+# The widest lognormal spread (sigma of log length): 3 puts the 99th percentile at 200 x the mean.
+MAX_LOGNORMAL_SPREAD = 3.0
+# The levels a lognormal's table ends at instead of 0 and 1 (where its quantiles are 0 and
+# infinite): one request in 400 beyond each end.
+LOGNORMAL_ENDS = (0.0025, 0.9975)
 # Lengths whose shape the source does not publish: the row's mean lengths are all that is known.
 UNKNOWN = "unknown"
 # The quantile levels every length table gives (0, 0.05, ..., 1).
@@ -106,7 +112,7 @@ class Clients:
                     "rising quantiles"
                 )
             shapes.setdefault(str(name), {})[str(side)] = ratios
-        named = set(frame["lengths"]) - {FIXED, UNIFORM, UNKNOWN}
+        named = set(frame["lengths"]) - {FIXED, UNIFORM, LOGNORMAL, UNKNOWN}
         unknown = sorted(n for n in named if n not in shapes)
         if unknown:
             raise DataError(
@@ -123,10 +129,25 @@ class Clients:
         if lengths == UNIFORM:
             s = 0.0 if not np.isfinite(spread) else float(spread)
             return 1.0 - s + 2.0 * s * QUANTILES
+        if lengths == LOGNORMAL:
+            return lognormal_ratios(spread)
         if lengths in (FIXED, UNKNOWN):
             # an unpublished shape: every request at the row's mean lengths (the means are known)
             return np.ones(len(QUANTILES))
         return self.shapes[lengths].get(side, np.ones(len(QUANTILES)))
+
+
+def lognormal_ratios(spread: float) -> np.ndarray:
+    """The ``QUANTILES`` of a lognormal length over its mean, ``spread`` the sigma of its log.
+
+    exp(sigma z(q) - sigma^2 / 2), z the standard normal quantile; the ends at
+    ``LOGNORMAL_ENDS``. A spread of 0 (or blank) is every request at the mean.
+    """
+    from scipy.stats import norm
+
+    sigma = float(spread) if np.isfinite(spread) else 0.0
+    levels = np.clip(QUANTILES, *LOGNORMAL_ENDS)
+    return np.exp(sigma * norm.ppf(levels) - sigma**2 / 2.0)
 
 
 def client_names(path: Path = SHIPPED_DATA_DIR / CLIENTS_FILE) -> frozenset[str]:

@@ -26,6 +26,8 @@ from wattgpu.data.clients import (
     FIXED,
     KINDS,
     LENGTH_COLUMNS,
+    LOGNORMAL,
+    MAX_LOGNORMAL_SPREAD,
     NUMERIC,
     QUANTILES,
     REQUIRED,
@@ -124,8 +126,8 @@ def client_expectations() -> list[dict[str, Any]]:
         in_set("ttft_statistic", list(TTFT_STATISTICS)),
         in_set("batch_is_max_num_seqs", [0, 1]),
         in_set("chunked_prefill", [0, 1]),
-        # a uniform spread of 1 would reach lengths of zero
-        between("spread", 0, 1, strict_max=True),
+        # a lognormal's sigma of log length (a uniform's, below 1: ``spread_fits_lengths``)
+        between("spread", 0, MAX_LOGNORMAL_SPREAD),
         between("warmup_per_user", 0, None),
         between("requests_per_user", 0, None, strict_min=True),
         between("total_requests", 1, None),
@@ -134,7 +136,7 @@ def client_expectations() -> list[dict[str, Any]]:
         between("host_share", 0, 1, strict_min=True),
         holds("lengths_known", "client", "lengths"),
         holds("engine_line_known", "client", "engine_line"),
-        holds("uniform_has_spread", "client"),
+        holds("spread_fits_lengths", "client"),
         # what a source does not state is named and left blank, never filled with a stand-in
         holds("provenance_names_facts", "client", "inferred", "unknown"),
         holds("unknown_left_blank", "client", "unknown"),
@@ -225,7 +227,8 @@ def derive_client_checks(
 
     ``lengths_known``: ``lengths`` is ``fixed``, ``uniform`` or a distribution of
     ``distributions`` (default: those of the shipped ``length_distributions.csv``);
-    ``uniform_has_spread``: a ``uniform`` client states its ``spread``;
+    ``spread_fits_lengths``: a ``uniform`` client states its ``spread``, below 1 (a uniform
+    spread of 1 would reach lengths of zero), a ``lognormal`` one states its sigma;
     ``engine_line_known``: an ``engine_line`` names a line of ``engine_lines.csv``;
     ``provenance_names_facts``: ``inferred`` and ``unknown`` name only fields of ``FACTS``;
     ``unknown_left_blank``: every field named unknown is blank in the row (``lengths``:
@@ -234,9 +237,12 @@ def derive_client_checks(
     out = frame.reset_index(drop=True)
     named = distribution_names() if distributions is None else frozenset(distributions)
     lengths = _column(out, "lengths")
-    allowed = {FIXED, UNIFORM, UNKNOWN, *named}
+    allowed = {FIXED, UNIFORM, LOGNORMAL, UNKNOWN, *named}
     out["lengths_known"] = (lengths.isna() | lengths.isin(allowed)).astype(bool)
-    out["uniform_has_spread"] = ((lengths != UNIFORM) | numeric(out, "spread").notna()).astype(bool)
+    spread = numeric(out, "spread")
+    out["spread_fits_lengths"] = (
+        ((lengths != UNIFORM) | (spread < 1.0)) & ((lengths != LOGNORMAL) | spread.notna())
+    ).astype(bool)
     line = _column(out, "engine_line")
     known_lines = set(engine_lines.engine_lines().table["line"])
     out["engine_line_known"] = (line.isna() | line.isin(known_lines)).astype(bool)

@@ -6,6 +6,7 @@ calls the same feature function as training (on columns, never framed: see featu
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.targets import REPORT_SCALE, UNIT
 from wattgpu.modeling.serving.checks import check_setup
 from wattgpu.modeling.serving.jitter import Jitter
-from wattgpu.modeling.serving.workload import client_names
+from wattgpu.modeling.serving.workload import LENGTH_SPREAD, assumed_spread, client_names
 
 # The load of each query, echoed in the answer so that rows are told apart (after defaults:
 # what the prediction assumed; batch_size stays blank where the engine chooses).
@@ -42,9 +43,11 @@ LOAD_COLUMNS = (
     "num_gpus",
 )
 # The serving set-up each answer assumed: its client (as stated, else the one its load implies:
-# ``data.clients.CLIENT_FOR_LOAD``) and the engine knobs it stated (blank: the engine's own).
+# ``data.clients.CLIENT_FOR_LOAD``), the spread of its lengths (as stated, else its client's:
+# ``serving.workload.assumed_spread``) and the engine knobs it stated (blank: the engine's own).
 SETUP_COLUMNS = SETUP_FIELDS
-KNOB_COLUMNS = tuple(c for c in SETUP_COLUMNS if c != "client")
+CLIENT_COLUMNS = ("client", LENGTH_SPREAD)
+KNOB_COLUMNS = tuple(c for c in SETUP_COLUMNS if c not in CLIENT_COLUMNS)
 OUTPUT_COLUMNS = (
     "gpu",
     "model",
@@ -60,7 +63,15 @@ OUTPUT_COLUMNS = (
     "analogs",
     "warnings",
 )
-FLOAT_OUTPUTS = (*LOAD_COLUMNS, *KNOB_COLUMNS, "prediction", "lower", "upper", *PERCENTILES)
+FLOAT_OUTPUTS = (
+    *LOAD_COLUMNS,
+    LENGTH_SPREAD,
+    *KNOB_COLUMNS,
+    "prediction",
+    "lower",
+    "upper",
+    *PERCENTILES,
+)
 
 
 def output_columns(target: str) -> tuple[str, ...]:
@@ -132,6 +143,7 @@ def answer_columns(
     answer: dict[str, Any] = {c: rows[c] for c in ("gpu", "model", "scenario", *LOAD_COLUMNS)}
     answer["concurrency"] = rows["users"]  # as stated (the features' own is the decoding count)
     answer["client"] = client_names(rows)
+    answer[LENGTH_SPREAD] = assumed_spread(rows)
     answer |= {c: rows[c] for c in KNOB_COLUMNS}
     answer["target"] = np.full(len(value), target, dtype=object)
     for column, values in (
@@ -181,25 +193,36 @@ def setup_notes(target: str, rows: Any, simulated_prior: bool = False) -> np.nda
     power. The answer says so rather than seem to take them everywhere. A model on the
     ``simulated_prior`` takes them in every answer, through its prior: no note.
     """
-    client = ~blanks(np.asarray(rows["client"], dtype=object))  # checked text, or None
-    knobs = np.zeros(len(client), dtype=bool)
+    knobs = np.zeros(len(rows["client"]), dtype=bool)
     for column in KNOB_COLUMNS:
         knobs |= np.isfinite(np.asarray(rows[column], dtype=float))
-    out = np.full(len(client), "", dtype=object)
+    flags = {  # what each row states, by the name the note gives it
+        "client": ~blanks(np.asarray(rows["client"], dtype=object)),  # checked text, or None
+        "length spread": np.isfinite(np.asarray(rows[LENGTH_SPREAD], dtype=float)),
+        "engine knobs": knobs,
+    }
+    out = np.full(len(knobs), "", dtype=object)
     if simulated_prior:
         return out
-    for stated, named, verb in (
-        (client & knobs, "the stated client and engine knobs", "act"),
-        (client & ~knobs, "the stated client", "acts"),
-        (~client & knobs, "the stated engine knobs", "act"),
-    ):
+    for combination in itertools.product((True, False), repeat=len(flags)):
+        names = [name for name, on in zip(flags, combination, strict=True) if on]
+        if not names:
+            continue
+        stated = np.logical_and.reduce(
+            [flag == on for flag, on in zip(flags.values(), combination, strict=True)]
+        )
+        named = "the stated " + " and ".join(
+            [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names
+        )
+        many = names[-1] == "engine knobs" or len(names) > 1
+        verb, them = ("act", "them") if many else ("acts", "it")
         if target in TAILED:
             note = (
                 f"{named} {verb} on the p90 and p99 only (the simulated serving loop's): the "
-                "median comes from a model trained without them"
+                f"median comes from a model trained without {them}"
             )
         else:
-            note = f"{named} {verb} on no {target} answer: its model is trained without them"
+            note = f"{named} {verb} on no {target} answer: its model is trained without {them}"
         out[stated] = note
     return out
 

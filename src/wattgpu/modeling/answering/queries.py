@@ -25,6 +25,7 @@ from wattgpu.data.catalog import (
     LLM_NUMERIC_COLUMNS,
     Catalog,
 )
+from wattgpu.data.clients import MAX_LOGNORMAL_SPREAD
 from wattgpu.data.engines import DEFAULT_ENGINE, releases
 from wattgpu.data.formats import BYTES_PER_PARAM
 from wattgpu.data.kernel_paths import kernel_path, unsupported_reason
@@ -34,7 +35,7 @@ from wattgpu.data.vendors import other_vendor_problem
 from wattgpu.errors import QueryError, listing
 from wattgpu.modeling.answering.configs import CONFIG_FIELD, described_columns
 from wattgpu.modeling.physical.columns import Columns
-from wattgpu.modeling.serving.workload import KNOB_RANGES
+from wattgpu.modeling.serving.workload import KNOB_RANGES, LENGTH_SPREAD
 
 REQUIRED_FIELDS = ("gpu", "model", "scenario")
 # ``client``: a harness of ``data/clients.csv`` (blank: the one the load implies); checked with
@@ -71,6 +72,11 @@ KNOB_FIELD_RANGES = {
     for knob, (low, high) in KNOB_RANGES.items()
     if knob != CHUNKED_PREFILL
 }
+# How the client's lengths spread around the query's means (``serving.workload.LENGTH_SPREAD``):
+# the sigma of a lognormal length's log, 0 for equal lengths. It acts on the tails too.
+CLIENT_FIELD_RANGES = {
+    LENGTH_SPREAD: Range(0, MAX_LOGNORMAL_SPREAD, unit="(sigma of a length's log; 0: equal)")
+}
 GPU_RANGES = {
     "gpu_release_year": Range(1990, 2100, whole=True),
     "gpu_memory_gb": Range(1, 1_024, unit="GB"),
@@ -97,7 +103,13 @@ GPU_RANGES = {
     "gpu_pcie_generation": Range(1, 10, whole=True),
     "gpu_pcie_lanes": Range(1, 32, whole=True),
 }
-RANGES = {**WORKLOAD_RANGES, **KNOB_FIELD_RANGES, **GPU_RANGES, **LLM_RANGES}
+RANGES = {
+    **WORKLOAD_RANGES,
+    **CLIENT_FIELD_RANGES,
+    **KNOB_FIELD_RANGES,
+    **GPU_RANGES,
+    **LLM_RANGES,
+}
 # Kept for callers that list the workload fields with their smallest value and wholeness.
 WORKLOAD_FIELDS = tuple((f, r.low, r.whole) for f, r in WORKLOAD_RANGES.items())
 # What describes a GPU or an LLM that is not in the catalogue: the physics features need these.
@@ -137,12 +149,14 @@ GPU_TEXT_SPEC_FIELDS = (
     "gpu_specs_source",
 )
 LLM_TEXT_SPEC_FIELDS = ("llm_family", "llm_arch")
-# What a query may say of its serving set-up beside the load: the client and the engine knobs.
-SETUP_FIELDS = ("client", *KNOB_FIELD_RANGES, CHUNKED_PREFILL)
+# What a query may say of its serving set-up beside the load: the client, its spread of lengths
+# and the engine knobs.
+SETUP_FIELDS = ("client", *CLIENT_FIELD_RANGES, *KNOB_FIELD_RANGES, CHUNKED_PREFILL)
 ALL_FIELDS = (
     *REQUIRED_FIELDS,
     *WORKLOAD_RANGES,
     *TEXT_FIELDS,
+    *CLIENT_FIELD_RANGES,
     *KNOB_FIELD_RANGES,
     CHUNKED_PREFILL,
     *GPU_SPEC_FIELDS,
@@ -152,7 +166,13 @@ ALL_FIELDS = (
     # an LLM described by its config.json (the JSON text, or the object): ``configs``
     CONFIG_FIELD,
 )
-NUMERIC_FIELDS = (*WORKLOAD_RANGES, *KNOB_FIELD_RANGES, *GPU_SPEC_FIELDS, *LLM_SPEC_FIELDS)
+NUMERIC_FIELDS = (
+    *WORKLOAD_RANGES,
+    *CLIENT_FIELD_RANGES,
+    *KNOB_FIELD_RANGES,
+    *GPU_SPEC_FIELDS,
+    *LLM_SPEC_FIELDS,
+)
 KNOWN_FIELDS = frozenset(ALL_FIELDS)
 DTYPES = tuple(BYTES_PER_PARAM)
 # What the checks of an LLM's shape read from the catalogue (``_check_llm_shape``).

@@ -19,7 +19,7 @@ from functools import cache
 import numpy as np
 
 from wattgpu.arrays import blanks, unique_codes
-from wattgpu.data.clients import CLIENT_FOR_LOAD, clients
+from wattgpu.data.clients import CLIENT_FOR_LOAD, FIXED, LOGNORMAL, UNKNOWN, clients
 from wattgpu.data.clients import NUMERIC as CLIENT_NUMERIC
 from wattgpu.data.engine_lines import MIN_CONTEXT_BUDGET, POLICIES, engine_lines
 from wattgpu.modeling.physical.operations import Rows, length, values
@@ -233,7 +233,7 @@ def _client(rows: Rows, n: int, harness: Mapping[str, np.ndarray], seqs: np.ndar
         np.where(steady, SETTLED_MEASURED, harness["requests_per_user"]), SETTLED_MEASURED
     )
     closed = (kind == CLOSED) | (kind == ROUNDS)
-    kinds = list(zip(harness["lengths"], harness["spread"], strict=True))
+    kinds = list(zip(*lengths_of(rows, harness), strict=True))
     shapes_in, shapes_out = (
         np.array([_shape(str(name), spread, side) for name, spread in kinds]).reshape(n, -1)
         for side in ("input", "output")
@@ -256,6 +256,41 @@ def _client(rows: Rows, n: int, harness: Mapping[str, np.ndarray], seqs: np.ndar
             ],
             population,
         ),
+    )
+
+
+# A query's spread of lengths (REST ``length_spread``, ``--length-spread``): the sigma of a
+# lognormal length around the query's means, in place of its client's lengths; 0, every request
+# at the means.
+LENGTH_SPREAD = "length_spread"
+
+
+def lengths_of(rows: Rows, harness: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's lengths (a ``clients.csv`` kind or distribution) and spread.
+
+    Its client's, unless the row states a ``LENGTH_SPREAD``: then lognormal with that sigma (0:
+    fixed).
+    """
+    lengths = np.asarray(harness["lengths"], dtype=object).copy()
+    spread = np.asarray(harness["spread"], dtype=float).copy()
+    stated = values(rows, LENGTH_SPREAD, np.nan)
+    given = np.isfinite(stated)
+    lengths[given] = np.where(stated[given] > 0, LOGNORMAL, FIXED)
+    spread[given] = stated[given]
+    return lengths, spread
+
+
+def assumed_spread(rows: Rows) -> np.ndarray:
+    """The lognormal sigma each row's lengths are drawn with, as its answer names it.
+
+    0: every request at the means; NaN: its client's lengths have another shape (``uniform`` or
+    a named distribution, which the client names).
+    """
+    lengths, spread = lengths_of(rows, _harness(rows, length(rows)))
+    return np.select(
+        [lengths == LOGNORMAL, (lengths == FIXED) | (lengths == UNKNOWN)],
+        [np.nan_to_num(spread, nan=0.0), 0.0],
+        np.nan,
     )
 
 
