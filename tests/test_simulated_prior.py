@@ -160,6 +160,7 @@ def test_a_model_on_the_simulated_prior_takes_the_knobs_in_its_median_so_no_note
 
     rows = {
         "client": np.array(["closed", None], dtype=object),
+        "length_spread": np.array([np.nan, np.nan]),
         "max_num_seqs": np.array([4.0, np.nan]),
         "max_batched_tokens": np.array([np.nan, np.nan]),
         "chunked_prefill": np.array([np.nan, np.nan]),
