@@ -12,6 +12,13 @@ a tail answer is a median times a ratio of that percentile to the median:
   gaps (``serving.jitter``, fitted on the other GPUs' rows: what ``predict`` answers);
 * ``corrected``: the simulated ratio times the training rows' median of measured ratio over
   simulated ratio (the simulation corrected where measured tails exist);
+* ``per users``: the training rows' measured ratio at the row's number of users (and kind of
+  client), linear in log(users) between two (``answering.tail_ratios``);
+* ``learnt``: ``per users`` with the simulated ratio as a feature, log(ratio) = per users + b x
+  (the row's jittered log ratio - the training rows' median at its users), b fitted by least
+  squares on the training rows;
+* ``ships``: what ``predict`` answers for such a row: ITL ``jittered``, TTFT ``per users``
+  (``answering.tails``);
 * with ``--length-spread S ...``, ``spread S``: ``jittered`` with the rows' traced lengths
   replaced by lognormal ones of sigma S around their means (``--length-spread``, what a query's
   default clients assume: does a stated spread stand in for a real trace?).
@@ -33,6 +40,7 @@ import numpy as np
 import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 
+from wattgpu.modeling.answering.tail_ratios import RATIO_TARGETS, client_kinds, fit_tail_ratios
 from wattgpu.modeling.serving.jitter import fit_jitter
 from wattgpu.modeling.serving.run import simulate_rows
 from wattgpu.modeling.serving.workload import LENGTH_SPREAD
@@ -73,6 +81,8 @@ def tail_answers(
     """
     out = []
     gpus = rows["gpu"].to_numpy()
+    users = rows["users"].to_numpy(float)
+    kinds = client_kinds(rows)
     for target, level in TAILS:
         measured = rows[f"{target}_{level}_s"].to_numpy(float)
         median = rows[f"{target}_s"].to_numpy(float)
@@ -83,11 +93,19 @@ def tail_answers(
             held = gpus == gpu
             rule = np.nanmedian(measured_ratio[~held])
             correction = np.nanmedian(measured_ratio[~held] / simulated_ratio[~held])
+            fitted = fit_tail_ratios(rows[~held], target)
+            per_users = np.exp(fitted.log_ratios(kinds, users)[level]) if fitted else np.nan
+            learnt = per_users * _learnt_factor(
+                np.log(measured_ratio / per_users), np.log(jittered_ratio), users, held
+            )
             ratios = {
                 "rule": np.full(held.sum(), rule),
                 "simulated": simulated_ratio[held],
                 "jittered": jittered_ratio[held],
                 "corrected": simulated_ratio[held] * correction,
+                "per users": per_users[held],
+                "learnt": learnt[held],
+                "ships": (per_users if target in RATIO_TARGETS else jittered_ratio)[held],
             }
             for method, simulation in (spreads or {}).items():
                 ratios[method] = ratio(simulation, target, level)[held]
@@ -104,6 +122,20 @@ def tail_answers(
                     )
                 )
     return pd.concat(out, ignore_index=True)
+
+
+def _learnt_factor(
+    residual: np.ndarray, simulated: np.ndarray, users: np.ndarray, held: np.ndarray
+) -> np.ndarray:
+    """exp(b x the simulated log ratio's departure from the training rows' median at its users).
+
+    ``residual``: log(measured / per users); b by least squares over the training rows.
+    """
+    median = pd.Series(simulated[~held]).groupby(users[~held]).median()
+    departure = simulated - median.reindex(users).to_numpy(float)
+    ok = ~held & np.isfinite(departure) & np.isfinite(residual)
+    slope = np.sum(departure[ok] * residual[ok]) / np.sum(departure[ok] ** 2)
+    return np.exp(slope * departure)
 
 
 def scores(answers: pd.DataFrame) -> pd.DataFrame:

@@ -271,3 +271,14 @@ def test_several_queries_give_the_tails_a_column_per_latency_and_say_where_they_
     assert first.split()[-6:] == ["40.1", "/", "71.9", "2500.3", "/", "3100.2"]
     assert other.split()[-4:] == ["-", "2500.3", "/", "3100.2"]
     assert note == TAIL_NOTE
+
+
+def test_a_table_whose_rows_take_their_tails_from_two_sources_names_the_rows_of_each():
+    # a closed loop's TTFT tails from measured ratios; a rate's, the simulation's
+    closed = A10 | TAILS | {"ttft_tails": "measured ratio", "warnings": ""}
+    rate = A10 | TAILS | {"concurrency": NAN, "request_rate_rps": 2.0, "warnings": ""}
+    text = render_answers(pd.DataFrame([closed, rate, closed]), width=120)
+    assert text.splitlines()[-2:] == [
+        "p90, p99 of itl, ttft (rows 1): the simulation's alone",
+        "p90, p99 of ttft (rows 0, 2): the median times the measured ratio at that many users",
+    ]

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from wattgpu.modeling.answering.queries import plain
-from wattgpu.modeling.answering.tails import PERCENTILES, TAILS_FROM
+from wattgpu.modeling.answering.tails import MEASURED_RATIO, PERCENTILES, SIMULATED
 from wattgpu.modeling.physical.targets import TARGETS, UNIT
 
 WIDTH = 80
@@ -25,7 +25,10 @@ INTERVAL_LABEL = "90 %"
 # How ``modeling.domain`` begins the warning that says why a configuration has no number.
 NO_FIT = "does not fit"
 # What an answer's ``tails`` says of its p90 and p99, in words.
-TAIL_NOTES = {TAILS_FROM: "the simulation's alone"}
+TAIL_NOTES = {
+    SIMULATED: "the simulation's alone",
+    MEASURED_RATIO: "the median times the measured ratio at that many users",
+}
 
 
 def render_answers(
@@ -79,7 +82,7 @@ def render_card(row: dict[str, Any], targets: tuple[str, ...], width: int = WIDT
     tails = {t: v for t, v in tails.items() if v}
     lines += _target_lines(answers, reasons, width, tails)
     answered = [t for t in targets if t not in reasons]
-    lines += _tail_notes({t: v[2] for t, v in tails.items()}, width)
+    lines += _tail_notes({t: [v[2]] for t, v in tails.items()}, width)
     lines += _shared_lines(row, answered, "novelty", "intervals for ", width)
     lines += _shared_lines(row, answered, "analogs", "measured analogs: ", width)
     shown = {text for texts in reasons.values() for text in texts}
@@ -155,7 +158,7 @@ def render_table(
             table[f"{target} {' / '.join(PERCENTILES)} ({UNIT[target]})"] = [
                 " / ".join(f"{v:.1f}" for v in t[:2]) if t else "-" for t in tails
             ]
-            sources[target] = next(t[2] for t in tails if t)
+            sources[target] = [t[2] if t else "" for t in tails]
     lines = [table.to_string(index=False), *_tail_notes(sources, width)]
     notes = []
     for i, text in enumerate(answers.get("warnings", [""] * len(answers))):
@@ -275,11 +278,19 @@ def _target_tails(row: dict[str, Any], target: str) -> tuple[float, float, str] 
     return float(row[names[0]]), float(row[names[1]]), str(row.get(names[2]) or "")
 
 
-def _tail_notes(sources: dict[str, str], width: int) -> list[str]:
-    """Where the targets' tails come from: ``p90, p99 of itl, ttft: the simulation's alone``."""
+def _tail_notes(sources: dict[str, list[str]], width: int) -> list[str]:
+    """Where the targets' tails come from: ``p90, p99 of itl, ttft: the simulation's alone``.
+
+    ``sources``: per target, each row's source ('' where it has no tails). A target whose rows'
+    tails come from more than one names its rows: ``ttft (rows 0, 3)``.
+    """
     by_source: dict[str, list[str]] = {}
-    for target, source in sources.items():
-        by_source.setdefault(source, []).append(target)
+    for target, per_row in sources.items():
+        distinct = [s for s in dict.fromkeys(per_row) if s]
+        for source in distinct:
+            rows = ", ".join(str(i) for i, s in enumerate(per_row) if s == source)
+            label = target if len(distinct) == 1 else f"{target} (rows {rows})"
+            by_source.setdefault(source, []).append(label)
     lines = []
     for source, owners in by_source.items():
         if source:

@@ -50,6 +50,7 @@ from wattgpu.lifecycle import (
 )
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import training_domain
+from wattgpu.modeling.answering.tail_ratios import RATIO_TARGETS, fit_tail_ratios
 from wattgpu.modeling.learning import models, side_by_side
 from wattgpu.modeling.learning.baselines import NEAREST_METHOD
 from wattgpu.modeling.learning.evaluation import (
@@ -879,6 +880,7 @@ def model_card(
         wattgpu_version=__version__,
         simulated_prior=simulated_prior or {},
         jitter=_fitted_jitter(rows),
+        tail_ratios=_fitted_tail_ratios(rows, job.target),
     )
 
 
@@ -886,6 +888,14 @@ def _fitted_jitter(rows: pd.DataFrame) -> dict[str, Any]:
     """The step jitter of the training rows' one-user runs, as the card keeps it ({}: none)."""
     jitter = fit_jitter(rows)
     return {} if jitter is None else jitter.to_dict()
+
+
+def _fitted_tail_ratios(rows: pd.DataFrame, target: str) -> dict[str, Any]:
+    """The measured tail ratios of a target that answers from them, as the card keeps them."""
+    if target not in RATIO_TARGETS:
+        return {}
+    ratios = fit_tail_ratios(rows, target)
+    return {} if ratios is None else ratios.to_dict()
 
 
 # The prefix of each method's metrics; any other method is the target's no-learning baseline.

@@ -129,6 +129,9 @@ class ModelCard:
         jitter: the spread of a step's time (``modeling.serving.jitter.Jitter``), fitted on the
             training rows that ran one user and measured their gaps' tails, which the simulated
             loop's gap percentiles take (``answering.tails``); empty: none fitted.
+        tail_ratios: for TTFT, the training rows' measured p90 and p99 over the median by kind
+            of client and number of users (``modeling.answering.tail_ratios.TailRatios``), which
+            answer the tails where they were measured; empty: none fitted.
 
     """
 
@@ -151,6 +154,7 @@ class ModelCard:
     familiarity: dict[str, Any] = field(default_factory=dict)
     simulated_prior: dict[str, Any] = field(default_factory=dict)
     jitter: dict[str, Any] = field(default_factory=dict)
+    tail_ratios: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.statistic:
@@ -160,7 +164,7 @@ class ModelCard:
         """The card as plain JSON values; packaging fields only once they are filled in."""
         out = asdict(self)
         packaging = ("members", "query_fields", "interval", "familiarity", "simulated_prior")
-        for name in (*packaging, "jitter"):
+        for name in (*packaging, "jitter", "tail_ratios"):
             if not out[name]:
                 del out[name]
         return out

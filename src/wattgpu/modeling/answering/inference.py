@@ -17,6 +17,7 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
 from wattgpu.modeling.answering.queries import SETUP_FIELDS, check_query_columns
+from wattgpu.modeling.answering.tail_ratios import TailRatios
 from wattgpu.modeling.answering.tails import PERCENTILES, TAIL_COLUMNS, TAILED, simulated_tails
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.analogs import attach, find_in
@@ -154,7 +155,8 @@ def answer_columns(
         answer[column] = np.where(unrunnable, np.nan, values * scale)
     if target in TAILED:  # one simulation of the batch's serving loops
         jitter = Jitter.from_dict(card.jitter)
-        answer |= simulated_tails(target, rows, answer["prediction"], jitter)
+        ratios = TailRatios.from_dict(card.tail_ratios)
+        answer |= simulated_tails(target, rows, answer["prediction"], jitter, ratios)
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
     answer["novelty"] = bounded.novelty
     # the measured rows the answer leans on, in words ('' where none)

@@ -7,9 +7,12 @@ simulation's. The interval stays the median's. Power has no tails (it is a mean 
 window), nor has a query that cannot run.
 
 The simulated steps are spread by the model's step jitter where its card carries one (fitted on
-its training rows' one-user gaps, ``serving.jitter``). No measured tail corrects the ratio
-otherwise (LLM-Pilot's measured tails are set against it in ``bench/tails.py``): every tail is
-the simulation's, and the answer says so (``tails``: ``TAILS_FROM``). Pure.
+its training rows' one-user gaps, ``serving.jitter``). TTFT's tails are the median times a
+measured ratio instead where the card carries one for the query's kind of client and users, and
+the query states nothing the measured rows did not run (``answering.tail_ratios``): no simulator
+change reaches the measured TTFT tails, the measured ratio at that many users does
+(``bench/tails.py``). The answer says which (``tails``: ``SIMULATED`` or ``MEASURED_RATIO``).
+Pure.
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ from typing import Any
 
 import numpy as np
 
+from wattgpu.modeling.answering.tail_ratios import TailRatios, as_measured, client_kinds
 from wattgpu.modeling.physical.columns import columns_of
+from wattgpu.modeling.physical.operations import values
 from wattgpu.modeling.serving.jitter import Jitter
 from wattgpu.modeling.serving.run import simulate_rows
 
 PERCENTILES = ("p90", "p99")
 # The targets with tails (the simulation's statistics are named after them: ``itl_p90_s``).
 TAILED = ("itl", "ttft")
-# Where the tails come from: the simulation alone (no measured tail corrects it).
-TAILS_FROM = "simulated"
+# Where the tails come from: the simulation's ratio, or the measured rows' at that many users.
+SIMULATED, MEASURED_RATIO = "simulated", "measured ratio"
+TAILS_FROM = (SIMULATED, MEASURED_RATIO)
 # The answer's columns of a target with tails (after its interval).
 TAIL_COLUMNS = (*PERCENTILES, "tails")
 
@@ -43,7 +49,7 @@ def tails(target: str, simulated: Mapping[str, Any], median: Any) -> dict[str, n
 
     Returns:
         ``p90`` and ``p99`` (NaN where the median or the simulation has no number) and
-        ``tails``: ``TAILS_FROM`` where there are tails, else ''.
+        ``tails``: ``SIMULATED`` where there are tails, else ''.
 
     """
     median = np.asarray(median, dtype=float)
@@ -56,12 +62,32 @@ def tails(target: str, simulated: Mapping[str, Any], median: Any) -> dict[str, n
     known = np.isfinite(out[PERCENTILES[0]]) & np.isfinite(out[PERCENTILES[1]])
     for percentile in PERCENTILES:
         out[percentile] = np.where(known, out[percentile], np.nan)
-    out["tails"] = np.where(known, TAILS_FROM, "").astype(object)
+    out["tails"] = np.where(known, SIMULATED, "").astype(object)
     return out
 
 
+def from_ratios(
+    out: Mapping[str, np.ndarray], median: Any, log_ratios: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``out``'s tails, the median times exp(``log_ratios``) where a row has both (NaN: none)."""
+    median = np.asarray(median, dtype=float)
+    known = np.isfinite(median)
+    for percentile in PERCENTILES:
+        known &= np.isfinite(np.asarray(log_ratios[percentile], dtype=float))
+    replaced = {name: np.array(column, copy=True) for name, column in out.items()}
+    for percentile in PERCENTILES:
+        ratio = np.exp(np.asarray(log_ratios[percentile], dtype=float)[known])
+        replaced[percentile][known] = median[known] * ratio
+    replaced["tails"][known] = MEASURED_RATIO
+    return replaced
+
+
 def simulated_tails(
-    target: str, rows: Mapping[str, Any], median: Any, jitter: Jitter | None = None
+    target: str,
+    rows: Mapping[str, Any],
+    median: Any,
+    jitter: Jitter | None = None,
+    ratios: TailRatios | None = None,
 ) -> dict[str, np.ndarray]:
     """``tails`` of the rows with a median, their serving loops simulated in one call.
 
@@ -70,6 +96,8 @@ def simulated_tails(
         rows: the queries' features (``physical.features.build_features``).
         median: the answer's median per row; a row without one (it cannot run) is not simulated.
         jitter: the model's step jitter (``serving.jitter``; None: steps take their time).
+        ratios: the model's measured tail ratios (``answering.tail_ratios``; None: none), which
+            answer ``target`` where they were measured and the row's set-up is as measured.
 
     Raises:
         QueryError: a row's client or engine knob cannot be run (``serving.checks``).
@@ -81,6 +109,13 @@ def simulated_tails(
     if len(runs):
         some = {name: values[runs] for name, values in columns_of(rows).items()}
         stats = simulate_rows(some, jitter=jitter)
-        for name, values in simulated.items():
-            values[runs] = stats[name].to_numpy(float)
-    return tails(target, simulated, median)
+        for name, column in simulated.items():
+            column[runs] = stats[name].to_numpy(float)
+    out = tails(target, simulated, median)
+    if ratios is None or ratios.target != target:
+        return out
+    log_ratios = ratios.log_ratios(client_kinds(rows), values(rows, "users", np.nan))
+    unlike = ~as_measured(rows)
+    for percentile in PERCENTILES:
+        log_ratios[percentile][unlike] = np.nan
+    return from_ratios(out, median, log_ratios)
