@@ -86,8 +86,6 @@ def run(tmp_path, monkeypatch, catalog):
 
 
 def test_the_team_that_got_no_answer_gets_fleets(run, catalog):
-    single = run(*TEAM)
-    assert single.exit_code == 3  # no one GPU serves 40 req/s of a 70B
     result = run(*TEAM, "--fleet", "--format", "json")
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
@@ -203,3 +201,19 @@ def test_a_fleet_answer_is_logged_as_a_run(run, tmp_path):
     assert logged.data.metrics["best_energy_kwh_per_day"] == pytest.approx(
         best["energy_kwh_per_day"]
     )
+
+
+def test_a_load_no_one_gpu_holds_is_answered_with_fleets_without_asking(run):
+    # the team's plain command: no GPU holds a 70B and the KV cache of 40 req/s, so the answer
+    # is the fleets --fleet gives, and the verdict says why (exit 0, not 3)
+    plain = run(*TEAM, "--format", "json")
+    fleets = run(*TEAM, "--fleet", "--format", "json")
+    assert plain.exit_code == fleets.exit_code == 0, plain.output
+    assert json.loads(plain.stdout) == json.loads(fleets.stdout)
+    assert plain.stderr == (
+        "no one GPU holds the weights and this load's KV cache, so fleets (--fleet): "
+        + fleets.stderr
+    )
+    # offline, fleets do not apply: no GPU, exit 3 as before
+    offline = run("--model", LLM_70B, "--scenario", "offline", "--gpus", "H100,L4")
+    assert offline.exit_code == 3 and "no GPU fits the model" in offline.output

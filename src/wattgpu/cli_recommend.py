@@ -1,11 +1,14 @@
 """``wattgpu recommend``: which GPU serves an LLM under a latency target and a load, least energy.
 
-A thin shell over ``wattgpu.recommend``: it parses the options, calls the library once, prints
-the table (or JSON/CSV) and the verdict, and optionally draws the chart and logs an MLflow run.
+A thin shell over ``wattgpu.recommend``: it parses the options, calls the library, prints the
+table (or JSON/CSV) and the verdict, and optionally draws the chart and logs an MLflow run. A
+server's load that no one GPU holds (weights and KV cache) is asked again as fleets, as
+``--fleet`` asks it, and the verdict says so.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,8 @@ from wattgpu.cli_options import (
 from wattgpu.config import Settings
 
 EXIT_NO_GPU = 3
+# How the verdict begins where a load no one GPU holds was answered with fleets.
+NO_ONE_GPU = "no one GPU holds the weights and this load's KV cache, so fleets (--fleet)"
 # What the table format shows (JSON and CSV carry every column of the answer, these included).
 TABLE_COLUMNS = {
     "rank": "rank",
@@ -424,7 +429,8 @@ def recommend_command(
     (or the model servers at --power-url/--itl-url), leaves out those where the weights and the
     load's KV cache do not fit, and ranks those meeting the SLO by energy per output token (the
     order of energy per day and, for a server, of mean power). With --slo-percentile 90 or 99
-    the targets hold at that tail of ITL and TTFT instead of the median.
+    the targets hold at that tail of ITL and TTFT instead of the median. A server's load that no
+    one GPU holds is answered with fleets, as --fleet would.
     """
     quiet_mlflow()
     from wattgpu import recommendation as rec
@@ -432,7 +438,8 @@ def recommend_command(
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
     asked = asked_llm(state.settings, llm, model_config)
     fleet = fleet_request(setup)  # --fleet, --tp, --max-gpus, --scaling, --rank-by, if given
-    table = rec.recommend(
+    ask = functools.partial(
+        rec.recommend,
         asked.name,
         model_config=asked.config,
         itl_slo_ms=itl_slo_ms,
@@ -454,8 +461,12 @@ def recommend_command(
         names=_option_names(),
         slo_percentile=slo_percentile,
         setup=setup,  # --client, the engine knobs, --engine ... --dtype (engine_options)
-        fleet=fleet,
     )
+    table = ask(fleet=fleet)
+    if fleet is None and _no_gpu_holds_it(table):
+        # a server's load that no one GPU holds is a fleet's question: answer it, not exit 3
+        table = ask(fleet={})
+        table.attrs["request"]["instead_of_one_gpu"] = True
     verdict = _verdict(table, strict)
     figure = _figure(table) if (plot or log_run) else None
     if plot:
@@ -470,11 +481,19 @@ def recommend_command(
         click.get_current_context().exit(EXIT_NO_GPU)
 
 
+def _no_gpu_holds_it(table: pd.DataFrame) -> bool:
+    """No GPU holds the weights and the load's KV cache, for a server (which fleets can serve)."""
+    request = table.attrs["request"]
+    return request["scenario"] == "server" and not table["fits"].any()
+
+
 def _verdict(table: pd.DataFrame, strict: bool) -> str:
     """The answer's one line: the best GPU (or fleet) against every limit, or why none."""
     from wattgpu import recommendation as rec
 
     request = table.attrs["request"]
+    if request.get("instead_of_one_gpu"):
+        return f"{NO_ONE_GPU}: {rec.fleet_verdict(table, request)}"
     if request.get("fleet"):
         return rec.fleet_verdict(table, request)
     return rec.verdict(
