@@ -104,18 +104,20 @@ def simulated_tails(
 
     """
     median = np.asarray(median, dtype=float)
-    runs = np.flatnonzero(np.isfinite(median))
+    log_ratios = {p: np.full(len(median), np.nan) for p in PERCENTILES}
+    if ratios is not None and ratios.target == target:
+        log_ratios = ratios.log_ratios(client_kinds(rows), values(rows, "users", np.nan))
+        unlike = ~as_measured(rows)
+        for percentile in PERCENTILES:
+            log_ratios[percentile][unlike] = np.nan
+    measured = np.isfinite(log_ratios[PERCENTILES[0]]) & np.isfinite(log_ratios[PERCENTILES[1]])
+    # a row answered from a measured ratio is not simulated (a loop is most of a query's time)
+    runs = np.flatnonzero(np.isfinite(median) & ~measured)
     simulated = {f"{target}_{p}_s": np.full(len(median), np.nan) for p in ("p50", *PERCENTILES)}
     if len(runs):
-        some = {name: values[runs] for name, values in columns_of(rows).items()}
+        some = {name: column[runs] for name, column in columns_of(rows).items()}
         stats = simulate_rows(some, jitter=jitter)
         for name, column in simulated.items():
             column[runs] = stats[name].to_numpy(float)
     out = tails(target, simulated, median)
-    if ratios is None or ratios.target != target:
-        return out
-    log_ratios = ratios.log_ratios(client_kinds(rows), values(rows, "users", np.nan))
-    unlike = ~as_measured(rows)
-    for percentile in PERCENTILES:
-        log_ratios[percentile][unlike] = np.nan
     return from_ratios(out, median, log_ratios)
