@@ -705,15 +705,17 @@ def jittered(hist: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
     rows, bins = np.nonzero(weights > 0)
     weight = weights[rows, bins]
     value = sums[rows, bins] / weight
-    m = np.asarray(multipliers, dtype=float)
+    # equal multipliers (half of them are 1, the steps below the median) spread as one
+    m, count = np.unique(np.asarray(multipliers, dtype=float), return_counts=True)
+    share = weight[:, None] * (count / count.sum())[None, :]
     # a value times m lies log10(m) decades higher: its bin is the value's position plus m's
     # shift (no logarithm of every copy), clipped as ``_bin`` clips
     position = (np.log10(np.maximum(value, 1e-12)) - _LOG_LO) * _PER_DECADE
     shifted = position[:, None] + (np.log10(m) * _PER_DECADE)[None, :]
     bins = np.clip(shifted.astype(int), 0, _BINS - 1)
     at = (rows[:, None] * _BINS + bins).ravel()
-    each = np.broadcast_to((weight / len(m))[:, None], bins.shape).ravel()
-    spread = (value[:, None] * (weight / len(m))[:, None] * m[None, :]).ravel()
+    each = share.ravel()
+    spread = (share * value[:, None] * m[None, :]).ravel()
     # one bincount per plane: np.add.at over a row's 200 copies of every bin took a quarter of a
     # fleet's time
     size = hist.shape[0] * _BINS
