@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -462,11 +463,7 @@ def recommend_command(
         slo_percentile=slo_percentile,
         setup=setup,  # --client, the engine knobs, --engine ... --dtype (engine_options)
     )
-    table = ask(fleet=fleet)
-    if fleet is None and _no_gpu_holds_it(table):
-        # a server's load that no one GPU holds is a fleet's question: answer it, not exit 3
-        table = ask(fleet={})
-        table.attrs["request"]["instead_of_one_gpu"] = True
+    table = _answered(ask, fleet)
     verdict = _verdict(table, strict)
     figure = _figure(table) if (plot or log_run) else None
     if plot:
@@ -479,6 +476,16 @@ def recommend_command(
     _print_answer(table, verdict, fmt, plot, run_id)
     if not (table["rank"] == 1).any():
         click.get_current_context().exit(EXIT_NO_GPU)
+
+
+def _answered(ask: Callable[..., pd.DataFrame], fleet: dict[str, Any] | None) -> pd.DataFrame:
+    """``ask``'s answer; where no fleet was asked and no one GPU holds the load, its fleets."""
+    table = ask(fleet=fleet)
+    if fleet is None and _no_gpu_holds_it(table):
+        # a server's load that no one GPU holds is a fleet's question: answer it, not exit 3
+        table = ask(fleet={})
+        table.attrs["request"]["instead_of_one_gpu"] = True
+    return table
 
 
 def _no_gpu_holds_it(table: pd.DataFrame) -> bool:
