@@ -282,11 +282,10 @@ def _headline(table: pd.DataFrame) -> str:
     limits = limits_text(request.get("itl_slo_ms"), request.get("ttft_slo_ms"), percentile)
     if limits:
         line += f", {limits}"
-        if percentile != 50 and request.get("concurrency") is not None:
+        if percentile != 50:
             # a closed loop's TTFT tails are measured ratios where they stand (answering.tails)
-            line += " (tails from the simulated serving loop or measured ratios)"
-        elif percentile != 50:
-            line += " (tails from the simulated serving loop)"
+            closed = request.get("concurrency") is not None
+            line += f" (tails from the simulated serving loop{' or measured ratios' * closed})"
     if request.get("strict") and request.get("itl_slo_ms") is not None:
         line += " (strict: at the upper end of the ITL interval)"
     return line

@@ -24,9 +24,10 @@ import pandas as pd
 
 from wattgpu.data.clients import clients
 from wattgpu.modeling.answering.queries import SETUP_FIELDS
-from wattgpu.modeling.physical.operations import length, values
+from wattgpu.modeling.physical.operations import values
 from wattgpu.modeling.serving.workload import assumed_spread, client_names
 
+# The tails every latency answer gives (``answering.tails``), and the ratios are fitted for.
 PERCENTILES = ("p90", "p99")
 # The fewest measured rows at one number of users that give it a ratio.
 MIN_ROWS = 3
@@ -124,4 +125,4 @@ def as_measured(rows: Any) -> np.ndarray:
     for column in SETUP_FIELDS:
         if column != "client" and column in rows:
             out &= ~np.isfinite(np.asarray(rows[column], dtype=float))
-    return out if len(out) == length(rows) else np.zeros(length(rows), dtype=bool)
+    return out

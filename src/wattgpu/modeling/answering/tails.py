@@ -22,18 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from wattgpu.modeling.answering.tail_ratios import TailRatios, as_measured, client_kinds
+from wattgpu.modeling.answering.tail_ratios import (
+    PERCENTILES,
+    TailRatios,
+    as_measured,
+    client_kinds,
+)
 from wattgpu.modeling.physical.columns import columns_of
 from wattgpu.modeling.physical.operations import values
 from wattgpu.modeling.serving.jitter import Jitter
 from wattgpu.modeling.serving.run import simulate_rows
 
-PERCENTILES = ("p90", "p99")
 # The targets with tails (the simulation's statistics are named after them: ``itl_p90_s``).
 TAILED = ("itl", "ttft")
 # Where the tails come from: the simulation's ratio, or the measured rows' at that many users.
 SIMULATED, MEASURED_RATIO = "simulated", "measured ratio"
-TAILS_FROM = (SIMULATED, MEASURED_RATIO)
 # The answer's columns of a target with tails (after its interval).
 TAIL_COLUMNS = (*PERCENTILES, "tails")
 

@@ -684,15 +684,19 @@ def _add(hist: np.ndarray, rows: np.ndarray, value: np.ndarray, weight: np.ndarr
     if not keep.any():
         return
     value, weight, rows = value[keep], weight[keep], rows[keep]
-    bins = _bin(value)
+    bins = _bin(_position(value))
     np.add.at(hist, (rows, 0, bins), weight)
     np.add.at(hist, (rows, 1, bins), weight * value)
 
 
-def _bin(value: np.ndarray) -> np.ndarray:
-    """Each value's histogram bin: ``_PER_DECADE`` to a decade from 10^``_LOG_LO`` s."""
-    x = (np.log10(np.maximum(value, 1e-12)) - _LOG_LO) * _PER_DECADE
-    return np.minimum(np.maximum(x.astype(int), 0), _BINS - 1)
+def _position(value: np.ndarray) -> np.ndarray:
+    """Each value's place on the bins' scale: ``_PER_DECADE`` to a decade from 10^``_LOG_LO`` s."""
+    return (np.log10(np.maximum(value, 1e-12)) - _LOG_LO) * _PER_DECADE
+
+
+def _bin(position: np.ndarray) -> np.ndarray:
+    """The histogram bin of each place on the scale (``_position``), the ends clipped."""
+    return np.clip(position.astype(int), 0, _BINS - 1)
 
 
 def jittered(hist: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
@@ -708,11 +712,9 @@ def jittered(hist: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
     # equal multipliers (half of them are 1, the steps below the median) spread as one
     m, count = np.unique(np.asarray(multipliers, dtype=float), return_counts=True)
     share = weight[:, None] * (count / count.sum())[None, :]
-    # a value times m lies log10(m) decades higher: its bin is the value's position plus m's
-    # shift (no logarithm of every copy), clipped as ``_bin`` clips
-    position = (np.log10(np.maximum(value, 1e-12)) - _LOG_LO) * _PER_DECADE
-    shifted = position[:, None] + (np.log10(m) * _PER_DECADE)[None, :]
-    bins = np.clip(shifted.astype(int), 0, _BINS - 1)
+    # a value times m lies log10(m) decades higher: its place is the value's plus m's shift (no
+    # logarithm of every copy)
+    bins = _bin(_position(value)[:, None] + (np.log10(m) * _PER_DECADE)[None, :])
     at = (rows[:, None] * _BINS + bins).ravel()
     each = share.ravel()
     spread = (share * value[:, None] * m[None, :]).ravel()
