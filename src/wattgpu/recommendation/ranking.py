@@ -28,6 +28,7 @@ from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 from wattgpu.modeling.physical.sizes import KV_CACHE_MEMORY_SHARE
 from wattgpu.modeling.physical.workload import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 
+# ``(queries, target) -> answers``, one row per query in order, as ``wattgpu predict`` answers.
 Predictor = Callable[[pd.DataFrame, str], pd.DataFrame]
 
 IDLE_RATE_RPS = 0.01
@@ -120,6 +121,16 @@ def pareto_front(power: pd.Series, itl: pd.Series) -> pd.Series:
         others = known & (p <= p[i]) & (t <= t[i]) & ((p < p[i]) | (t < t[i]))
         front[i] = not others.any()
     return pd.Series(front, index=power.index)
+
+
+def medians_of(predictor: Predictor) -> Predictor:
+    """The predictor's form that may leave a latency's tails blank, where it has one.
+
+    A registry's predictor (``model_predictor``) has ``medians``, which simulates no serving
+    loop (most of a latency query's time); any other predictor answers in full.
+    """
+    medians = getattr(predictor, "medians", None)
+    return medians if callable(medians) else predictor
 
 
 def ask_checked(

@@ -37,7 +37,7 @@ from wattgpu.recommendation.capacity import (
     refined_grid,
     user_grid,
 )
-from wattgpu.recommendation.ranking import MEDIAN, Predictor, ask_checked
+from wattgpu.recommendation.ranking import MEDIAN, Predictor, ask_checked, medians_of
 
 # Tensor-parallel sizes a fleet may use: powers of two, as engines shard attention heads.
 TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -224,9 +224,16 @@ class _Asker:
         self.held, self.predictor, self.queries = held, predictor, dict(queries)
         self.slos, self.closed = slos, closed
         self.percentile, self.strict = percentile, strict
+        # the targets held, in ms (a limit's ratio is the answer over it)
+        self.limits = {name: float(ms) for name, ms in slos.items() if ms is not None}
 
     def __call__(self, loads: np.ndarray) -> dict[str, np.ndarray]:
-        """``{limit: (candidates, loads) ratios}`` from one predictor call per target."""
+        """``{limit: (candidates, loads) ratios}``, NaN (a miss) past a limit's first miss.
+
+        The medians are asked first, without tails: a tail is no lower than its median, so
+        the tails (a simulated serving loop per query, most of the time) are asked only up to
+        the loads where the medians first miss a limit, that one included.
+        """
         n, m = loads.shape
         load_column = "concurrency" if self.closed else "request_rate_rps"
         frame = pd.DataFrame(
@@ -236,25 +243,38 @@ class _Asker:
                 load_column: loads.reshape(-1),
             }
         ).assign(**self.queries)
-        itl = ask_checked(self.predictor, frame, "itl", self.percentile)
+        itl = ask_checked(medians_of(self.predictor), frame, "itl")
         ratios = {"memory": self._in_flight(loads, itl) / self._held_seqs()[:, None]}
-        if self.slos.get("itl") is not None:
-            ratios["itl"] = self._itl(itl).reshape(n, m) / float(self.slos["itl"])  # type: ignore[arg-type]
-        if self.slos.get("ttft") is not None:
-            ratios["ttft"] = self._ttft(frame, _asked_up_to(ratios)) / float(self.slos["ttft"])  # type: ignore[arg-type]
+        if "itl" in self.limits:
+            ratios["itl"] = self._itl(itl, MEDIAN).reshape(n, m) / self.limits["itl"]
+        if "ttft" in self.limits:
+            ratios["ttft"] = self._ttft(frame, _asked_up_to(ratios), MEDIAN) / self.limits["ttft"]
+        if self.percentile == MEDIAN:
+            return ratios
+        if "itl" in ratios:  # the tails, up to the medians' first miss
+            asked = _asked_up_to(ratios).reshape(-1)
+            tails = np.full(n * m, np.nan)
+            if asked.any():
+                answer = ask_checked(self.predictor, frame[asked], "itl", self.percentile)
+                tails[asked] = self._itl(answer, self.percentile)
+            ratios["itl"] = tails.reshape(n, m) / self.limits["itl"]
+        if "ttft" in ratios:
+            tails = self._ttft(frame, _asked_up_to(ratios), self.percentile)
+            ratios["ttft"] = tails / self.limits["ttft"]
         return ratios
 
-    def _ttft(self, frame: pd.DataFrame, asked: np.ndarray) -> np.ndarray:
-        """TTFT at the percentile where ``asked`` (``(candidates, loads)``), NaN elsewhere."""
+    def _ttft(self, frame: pd.DataFrame, asked: np.ndarray, percentile: int) -> np.ndarray:
+        """TTFT at ``percentile`` where ``asked`` (``(candidates, loads)``), NaN elsewhere."""
         out = np.full(asked.shape, np.nan)
         if asked.any():
-            answer = ask_checked(self.predictor, frame[asked.reshape(-1)], "ttft", self.percentile)
-            out[asked] = _at(answer, self.percentile)
+            predictor = medians_of(self.predictor) if percentile == MEDIAN else self.predictor
+            answer = ask_checked(predictor, frame[asked.reshape(-1)], "ttft", percentile)
+            out[asked] = _at(answer, percentile)
         return out
 
-    def _itl(self, answer: pd.DataFrame) -> np.ndarray:
-        """ITL at the percentile, ms; with ``strict``, the interval's upper end scaled alike."""
-        at = _at(answer, self.percentile)
+    def _itl(self, answer: pd.DataFrame, percentile: int) -> np.ndarray:
+        """ITL at ``percentile``, ms; with ``strict``, the interval's upper end scaled alike."""
+        at = _at(answer, percentile)
         if not self.strict:
             return at
         median = answer["prediction"].to_numpy(float)

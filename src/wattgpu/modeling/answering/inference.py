@@ -18,7 +18,13 @@ from wattgpu.modeling.answering.card import ModelCard
 from wattgpu.modeling.answering.domain import cannot_run, domain_warnings
 from wattgpu.modeling.answering.queries import SETUP_FIELDS, check_query_columns
 from wattgpu.modeling.answering.tail_ratios import TailRatios
-from wattgpu.modeling.answering.tails import PERCENTILES, TAIL_COLUMNS, TAILED, simulated_tails
+from wattgpu.modeling.answering.tails import (
+    PERCENTILES,
+    TAIL_COLUMNS,
+    TAILED,
+    simulated_tails,
+    untailed,
+)
 from wattgpu.modeling.learning import models
 from wattgpu.modeling.learning.analogs import attach, find_in
 from wattgpu.modeling.learning.uncertainty import (
@@ -123,8 +129,13 @@ def answer_columns(
     bounds: IntervalModel,
     catalog: Catalog,
     queries: pd.DataFrame,
+    with_tails: bool = True,
 ) -> dict[str, Any]:
-    """``predict_queries``' answer as columns (``output_columns``, in order), not yet framed."""
+    """``predict_queries``' answer as columns (``output_columns``, in order), not yet framed.
+
+    ``with_tails=False`` leaves a latency's p90 and p99 blank and simulates no serving loop (a
+    loop is most of a query's time): for a caller that reads the median only.
+    """
     target = card.target
     rows = build_features(check_query_columns(queries, catalog), catalog)
     check_setup(rows)  # a client or engine knob the serving loop cannot run: every target refuses
@@ -153,10 +164,12 @@ def answer_columns(
         ("upper", bounded.upper),
     ):
         answer[column] = np.where(unrunnable, np.nan, values * scale)
-    if target in TAILED:  # one simulation of the batch's serving loops
+    if target in TAILED and with_tails:  # one simulation of the batch's serving loops
         jitter = Jitter.from_dict(card.jitter)
         ratios = TailRatios.from_dict(card.tail_ratios)
         answer |= simulated_tails(target, rows, answer["prediction"], jitter, ratios)
+    elif target in TAILED:
+        answer |= untailed(len(value))
     answer["unit"] = np.full(len(value), UNIT[target], dtype=object)
     answer["novelty"] = bounded.novelty
     # the measured rows the answer leans on, in words ('' where none)

@@ -69,6 +69,13 @@ def tails(target: str, simulated: Mapping[str, Any], median: Any) -> dict[str, n
     return out
 
 
+def untailed(rows: int) -> dict[str, np.ndarray]:
+    """``tails``' columns for ``rows`` rows without tails: p90 and p99 NaN, ``tails`` ''."""
+    out: dict[str, np.ndarray] = {p: np.full(rows, np.nan) for p in PERCENTILES}
+    out["tails"] = np.full(rows, "", dtype=object)
+    return out
+
+
 def from_ratios(
     out: Mapping[str, np.ndarray], median: Any, log_ratios: Mapping[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
