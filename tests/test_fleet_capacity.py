@@ -242,13 +242,14 @@ class TailCounting:
         return self.answer(queries, target).drop(columns=["p90", "p99"])
 
 
-def test_tails_are_asked_only_up_to_where_the_medians_first_miss(small_catalog):
+def test_tails_are_asked_from_the_lowest_load_up_to_the_first_miss(small_catalog):
     rows = held(small_catalog)
     grid = np.array([1.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0])
     slos = {"itl": 50.0, "ttft": 600.0}
     # ITL 10 + 2 r: median 50 ms at r = 20, p99 (2 x) at r = 7.5; TTFT 100 + 20 r: median 600
     # ms at r = 25, p99 at r = 10. The medians first miss at 25 (ITL 60 > 50 ms; TTFT's 600
-    # meets 600): tails are asked at 1..25 only.
+    # meets 600). Tails are asked four loads at a time from the lowest: ITL's at 1, 5, 10, 15,
+    # where its p99 first misses at 10 (60 ms); TTFT's up to there; nothing past.
     counting = TailCounting(lambda r: 10 + 2 * r, lambda r: 100 + 20 * r)
     found = capacities(rows, counting, WORKLOAD, slos, percentile=99, grid=grid)
     # p99: ITL 20 + 4 r = 50 at 7.5, TTFT 200 + 40 r = 600 at 10: ITL binds at 7.5
@@ -267,8 +268,20 @@ def test_tails_are_asked_only_up_to_where_the_medians_first_miss(small_catalog):
     assert first == [
         ("itl", False, [1.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0]),  # every load's median
         ("ttft", False, [1.0, 5.0, 10.0, 15.0, 20.0, 25.0]),  # up to ITL's miss at 25
-        ("itl", True, [1.0, 5.0, 10.0, 15.0, 20.0, 25.0]),  # tails up to the medians' miss
-        ("ttft", True, [1.0, 5.0, 10.0]),  # up to the ITL p99's miss at 10 (60 ms)
+        ("itl", True, [1.0, 5.0, 10.0, 15.0]),  # the first four loads' tails
+        ("ttft", True, [1.0, 5.0, 10.0]),  # up to the ITL p99's miss at 10
+    ]
+    # a first miss in the second four: 20 + 4 r > 50 ms first at r = 8 (52 ms), so the walk
+    # asks 1-4, then 5-8, and stops; the crossing between 7 (48 ms) and 8 is 7.5
+    counting = TailCounting(lambda r: 10 + 2 * r)
+    ones = np.arange(1.0, 13.0)
+    found = capacities(rows, counting, WORKLOAD, {"itl": 50.0}, percentile=99, grid=ones)
+    assert found["capacity"].to_numpy() == pytest.approx([7.5, 7.5])
+    walked = [(tails, sorted(set(loads))) for _, tails, loads in counting.calls[:3]]
+    assert walked == [
+        (False, list(ones)),
+        (True, [1.0, 2.0, 3.0, 4.0]),
+        (True, [5.0, 6.0, 7.0, 8.0]),
     ]
     # at the median no tail is asked at all, in the first pass nor in the finer one
     counting.calls.clear()

@@ -27,6 +27,7 @@ from wattgpu.data.catalog import Catalog
 from wattgpu.data.kernel_paths import NO_KERNEL
 from wattgpu.errors import QueryError
 from wattgpu.modeling.answering.domain import memory_fits
+from wattgpu.modeling.answering.tails import TAILED
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.physics import ENGINE_MAX_BATCH
 from wattgpu.recommendation.capacity import (
@@ -44,6 +45,9 @@ TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_TP = (1, 2, 4, 8)
 # Points of the second, finer pass inside each crossing's bracket.
 REFINE_POINTS = 8
+# The loads a candidate's tails are asked at in one call, from its lowest not asked yet: the
+# fewer, the fewer loads past its first miss are simulated, the more calls (``_Asker._tails``).
+TAIL_CHUNK = 4
 # How far beyond the physical most a replica could hold the first grid reaches (``first_grid``).
 PAST_PHYSICS = 2.0
 
@@ -230,9 +234,7 @@ class _Asker:
     def __call__(self, loads: np.ndarray) -> dict[str, np.ndarray]:
         """``{limit: (candidates, loads) ratios}``, NaN (a miss) past a limit's first miss.
 
-        The medians are asked first, without tails: a tail is no lower than its median, so
-        the tails (a simulated serving loop per query, most of the time) are asked only up to
-        the loads where the medians first miss a limit, that one included.
+        The medians are asked first, without tails (``_tails`` then asks the percentile's).
         """
         n, m = loads.shape
         load_column = "concurrency" if self.closed else "request_rate_rps"
@@ -248,20 +250,37 @@ class _Asker:
         if "itl" in self.limits:
             ratios["itl"] = self._itl(itl, MEDIAN).reshape(n, m) / self.limits["itl"]
         if "ttft" in self.limits:
-            ratios["ttft"] = self._ttft(frame, _asked_up_to(ratios), MEDIAN) / self.limits["ttft"]
-        if self.percentile == MEDIAN:
-            return ratios
-        if "itl" in ratios:  # the tails, up to the medians' first miss
-            asked = _asked_up_to(ratios).reshape(-1)
-            tails = np.full(n * m, np.nan)
-            if asked.any():
-                answer = ask_checked(self.predictor, frame[asked], "itl", self.percentile)
-                tails[asked] = self._itl(answer, self.percentile)
-            ratios["itl"] = tails.reshape(n, m) / self.limits["itl"]
-        if "ttft" in ratios:
-            tails = self._ttft(frame, _asked_up_to(ratios), self.percentile)
-            ratios["ttft"] = tails / self.limits["ttft"]
-        return ratios
+            asked = _asked_up_to(ratios)
+            ratios["ttft"] = self._ttft(frame, asked, MEDIAN) / self.limits["ttft"]
+        return ratios if self.percentile == MEDIAN else self._tails(frame, ratios)
+
+    def _tails(self, frame: pd.DataFrame, medians: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The latency limits' ratios at the percentile, asked load by load from the lowest.
+
+        A tail (a simulated serving loop per query, most of the time) is no lower than its
+        median, so a load where a limit's median or a tail known so far misses ends the
+        candidate's search. The loads are asked ``TAIL_CHUNK`` at a time for every candidate
+        still searching, ITL then TTFT, each up to the first miss known: the ratios up to each
+        candidate's first miss are those of asking every load, NaN past it.
+        """
+        known = dict(medians)  # a latency's median ratio where its tail is not asked yet
+        tails = {name: np.full(known[name].shape, np.nan) for name in TAILED if name in known}
+        n, m = known["memory"].shape
+        column = np.arange(m)[None, :]
+        searching, start = np.ones(n, dtype=bool), 0
+        while searching.any():
+            chunk = searching[:, None] & (column >= start) & (column < start + TAIL_CHUNK)
+            for name, tail in tails.items():
+                asked = chunk & _asked_up_to(known)
+                if asked.any():
+                    answer = ask_checked(
+                        self.predictor, frame[asked.reshape(-1)], name, self.percentile
+                    )
+                    tail[asked] = self._latency(answer, name) / self.limits[name]
+                    known[name] = np.where(asked, tail, known[name])
+            start += TAIL_CHUNK
+            searching &= (_first_miss(known) >= start) & (start < m)
+        return {**medians, **tails}
 
     def _ttft(self, frame: pd.DataFrame, asked: np.ndarray, percentile: int) -> np.ndarray:
         """TTFT at ``percentile`` where ``asked`` (``(candidates, loads)``), NaN elsewhere."""
@@ -271,6 +290,12 @@ class _Asker:
             answer = ask_checked(predictor, frame[asked.reshape(-1)], "ttft", percentile)
             out[asked] = _at(answer, percentile)
         return out
+
+    def _latency(self, answer: pd.DataFrame, target: str) -> np.ndarray:
+        """``target``'s answer at the percentile, ms (ITL's as ``_itl`` reads it)."""
+        return (
+            self._itl(answer, self.percentile) if target == "itl" else _at(answer, self.percentile)
+        )
 
     def _itl(self, answer: pd.DataFrame, percentile: int) -> np.ndarray:
         """ITL at ``percentile``, ms; with ``strict``, the interval's upper end scaled alike."""
@@ -297,9 +322,14 @@ def _asked_up_to(ratios: Mapping[str, np.ndarray]) -> np.ndarray:
 
     A later limit need not be asked beyond it: the search ends there whatever it says.
     """
+    first = _first_miss(ratios)
+    return np.arange(next(iter(ratios.values())).shape[1])[None, :] <= first[:, None]
+
+
+def _first_miss(ratios: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each candidate's first load where a limit misses (a ratio over 1 or NaN); past: the count."""
     missed = np.any([~(r <= 1.0) for r in ratios.values()], axis=0)
-    first = np.where(missed.any(axis=1), missed.argmax(axis=1), missed.shape[1])
-    return np.arange(missed.shape[1])[None, :] <= first[:, None]
+    return np.where(missed.any(axis=1), missed.argmax(axis=1), missed.shape[1])
 
 
 def _at(answer: pd.DataFrame, percentile: int) -> np.ndarray:
