@@ -8,9 +8,10 @@ apart): from MLFLOW_TRACKING_URI when both models hold the alias there, otherwis
                                     [--fleet-repeats 1]
 
 With ``--fleet-repeats N`` > 0 it also times the command ``wattgpu recommend --fleet`` (every GPU
-at TP 1, 2, 4, 8; each ITL and TTFT query carries a simulation of its serving loop), N times in
-a fresh process each: the model's 30,000 requests a day, and, with the registry's models, the
-70B team of issue 66 (40 req/s under p99 targets).
+at TP 1, 2, 4, 8), N times in a fresh process each: the model's 30,000 requests a day and issue
+66's evening peak (medians: no serving loop simulated), and, with the registry's models, the
+model at 20 req/s under p90 targets and the 70B team of issue 66 (40 req/s under p99 targets):
+a tail is a simulation of the query's serving loop, asked up to each replica's first miss.
 """
 
 from __future__ import annotations
@@ -153,6 +154,14 @@ def main() -> None:
 LLM_70B = "meta-llama/Llama-3.1-70B-Instruct"
 
 
+def evening_profile() -> Path:
+    """Issue 66's evening peak as a profile file: 200 req/s from 17:00 to 22:00, 5 otherwise."""
+    path = Path(tempfile.mkdtemp()) / "evening.csv"
+    rates = [200.0 if 17 <= hour < 22 else 5.0 for hour in range(24)]
+    pd.DataFrame({"hour": range(24), "rate": rates}).to_csv(path, index=False)
+    return path
+
+
 def fleet_lines(args: argparse.Namespace, settings: Settings, registry: bool) -> None:
     """``wattgpu recommend --fleet`` timed as a user runs it: one command, a fresh process.
 
@@ -164,9 +173,26 @@ def fleet_lines(args: argparse.Namespace, settings: Settings, registry: bool) ->
     catalog = Catalog.load(settings.gpus_csv, settings.llms_csv)
     gpus = [str(g) for g in catalog.gpus.index]
     tickets = ["--model", args.model, "--requests-per-day", "30000", "--itl-slo-ms", "80"]
+    evening = [
+        "--model",
+        args.model,
+        "--load-profile",
+        str(evening_profile()),
+        "--itl-slo-ms",
+        "50",
+    ]
+    tails = [
+        *["--model", args.model, "--rate", "20", "--itl-slo-ms", "50", "--ttft-slo-ms", "1000"],
+        *["--slo-percentile", "90"],
+    ]
     team = ["--model", LLM_70B, "--rate", "40", "--itl-slo-ms", "50", "--ttft-slo-ms", "1000"]
-    calls = [(f"{args.model}, 30,000 requests/day, ITL <= 80 ms", args.model, tickets)]
+    calls = [
+        (f"{args.model}, 30,000 requests/day, ITL <= 80 ms", args.model, tickets),
+        (f"{args.model}, 200 req/s 17:00-22:00 and 5 otherwise, ITL <= 50 ms", args.model, evening),
+    ]
     if registry:  # the TTFT model is the registry's
+        name = f"{args.model}, 20 req/s, ITL p90 <= 50 ms, TTFT p90 <= 1 s"
+        calls.append((name, args.model, tails))
         name = f"{LLM_70B}, 40 req/s, ITL p99 <= 50 ms, TTFT p99 <= 1 s"
         calls.append((name, LLM_70B, [*team, "--slo-percentile", "99"]))
     env = {**os.environ, "MLFLOW_TRACKING_URI": settings.tracking_uri}

@@ -98,6 +98,7 @@ def predict_queries(
     bounds: IntervalModel,
     catalog: Catalog,
     queries: pd.DataFrame,
+    with_tails: bool = True,
 ) -> pd.DataFrame:
     """Predict the card's target (power or ITL) for raw query rows.
 
@@ -107,6 +108,7 @@ def predict_queries(
         bounds: the interval model (the row's difficulty and the conformal factors).
         catalog: the catalogue snapshot the model was trained with.
         queries: rows with ``gpu``, ``model``, ``scenario`` and optional workload/spec columns.
+        with_tails: False leaves a latency's p90 and p99 blank (``answer_columns``).
 
     Returns:
         One row per query (``output_columns(target)``): canonical names, the load, the
@@ -120,7 +122,7 @@ def predict_queries(
             be simulated (``serving.checks``).
 
     """
-    return pd.DataFrame(answer_columns(card, model, bounds, catalog, queries))
+    return pd.DataFrame(answer_columns(card, model, bounds, catalog, queries, with_tails))
 
 
 def answer_columns(
