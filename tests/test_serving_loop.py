@@ -291,6 +291,42 @@ def test_ttft_and_itl_never_fall_as_users_are_added(catalog):
         assert not fallen.any(), out.loc[fallen, [*key, "users", column]].head().to_string()
 
 
+def test_an_overloaded_row_answers_the_same_whatever_rows_run_beside_it(catalog, monkeypatch):
+    import pandas as pd
+
+    from wattgpu.modeling.physical.features import build_features
+    from wattgpu.modeling.serving import run
+    from wattgpu.modeling.serving.run import STATISTICS, forget_simulated, simulate_rows
+
+    def rows(*setups):
+        base = {"model": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "server"}
+        return build_features(pd.DataFrame([{**base, **setup} for setup in setups]), catalog)
+
+    # an L4 at 200 req/s queues without end (overloaded); beside it an H100 at 2,000 req/s,
+    # whose engine holds far more sequences, and an unloaded H100 at 1 req/s
+    l4 = {"gpu": "NVIDIA L4", "request_rate_rps": 200.0}
+    others = (
+        {"gpu": "NVIDIA H100 SXM5", "request_rate_rps": 2000.0, "input_tokens": 4000.0},
+        {"gpu": "NVIDIA H100 SXM5", "request_rate_rps": 1.0},
+    )
+    forget_simulated()
+    alone = simulate_rows(rows(l4))
+    forget_simulated()
+    beside = simulate_rows(rows(l4, *others))
+    forget_simulated()
+    assert alone.loc[0, "overloaded"] == 1.0 and beside.loc[1, "overloaded"] == 1.0
+    pd.testing.assert_series_equal(alone.loc[0, list(STATISTICS)], beside.loc[0, list(STATISTICS)])
+    # so it is kept like any row: asked again (predict's TTFT after its ITL), it is not rerun
+    simulate_rows(rows(l4))
+    ran = []
+    real = run._simulated
+    monkeypatch.setattr(run, "_simulated", lambda *a, **k: ran.append(1) or real(*a, **k))
+    again = simulate_rows(rows(l4))
+    forget_simulated()
+    assert not ran
+    pd.testing.assert_frame_equal(again, alone)
+
+
 def featured(catalog, **overrides):
     import pandas as pd
 

@@ -77,18 +77,16 @@ def simulate_rows(
         out[missing] = _simulated(costs.take(missing), _take(plan, missing), seed, spread)
         if len(_SIMULATED) + missing.size > _MAX_KEPT:
             _SIMULATED.clear()
-        overloaded = STATISTICS.index("overloaded")
         for i in missing:
-            # an overloaded row is rerun beside the others overloaded with it: not kept
-            if not out[i, overloaded] > 0:
-                _SIMULATED[keys[i]] = out[i].copy()
+            _SIMULATED[keys[i]] = out[i].copy()
     index = rows.index if isinstance(rows, pd.DataFrame) else None
     return pd.DataFrame(out, columns=list(STATISTICS), index=index)
 
 
 # The statistics of each row simulated in this process, by the content the loop reads of it
 # (``_keys``): predict asks for the ITL and the TTFT of the same rows, and a row's answer
-# depends on its own inputs only (tests/test_serving_loop.py).
+# depends on its own inputs only, an overloaded one's too (``_saturate`` runs every saturated
+# loop in ``SLOTS`` slots; tests/test_serving_loop.py).
 _SIMULATED: dict[bytes, np.ndarray] = {}
 _MAX_KEPT = 100_000
 
@@ -169,9 +167,10 @@ def _saturate(
         warmup=users * SETTLED_WARMUP,
         measured=np.maximum(users * SETTLED_MEASURED, MIN_MEASURED),
     )
-    width = np.clip(slots_needed(full, sched), SLOTS, WIDE_SLOTS).max()
+    # a closed loop of the users an engine holds needs at most 8 slots (``slots_needed``): SLOTS
+    # serve every saturated row, whose answer then does not depend on the rows beside it
     stats = simulate(
-        costs.take(over), plan.host.take(over), sched, full, seed, int(width), jitter=jitter
+        costs.take(over), plan.host.take(over), sched, full, seed, SLOTS, jitter=jitter
     )
     out[over] = np.column_stack([stats[name] for name in STATISTICS])
     out[over, column] = 1.0
