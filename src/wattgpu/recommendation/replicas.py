@@ -251,7 +251,7 @@ class _Asker:
             ratios["itl"] = self._itl(itl, MEDIAN).reshape(n, m) / self.limits["itl"]
         if "ttft" in self.limits:
             asked = _asked_up_to(ratios)
-            ratios["ttft"] = self._ttft(frame, asked, MEDIAN) / self.limits["ttft"]
+            ratios["ttft"] = self._ttft_medians(frame, asked) / self.limits["ttft"]
         return ratios if self.percentile == MEDIAN else self._tails(frame, ratios)
 
     def _tails(self, frame: pd.DataFrame, medians: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -282,13 +282,12 @@ class _Asker:
             searching &= (_first_miss(known) >= start) & (start < m)
         return {**medians, **tails}
 
-    def _ttft(self, frame: pd.DataFrame, asked: np.ndarray, percentile: int) -> np.ndarray:
-        """TTFT at ``percentile`` where ``asked`` (``(candidates, loads)``), NaN elsewhere."""
+    def _ttft_medians(self, frame: pd.DataFrame, asked: np.ndarray) -> np.ndarray:
+        """The median TTFT where ``asked`` (``(candidates, loads)``), NaN elsewhere."""
         out = np.full(asked.shape, np.nan)
         if asked.any():
-            predictor = medians_of(self.predictor) if percentile == MEDIAN else self.predictor
-            answer = ask_checked(predictor, frame[asked.reshape(-1)], "ttft", percentile)
-            out[asked] = _at(answer, percentile)
+            answer = ask_checked(medians_of(self.predictor), frame[asked.reshape(-1)], "ttft")
+            out[asked] = _at(answer, MEDIAN)
         return out
 
     def _latency(self, answer: pd.DataFrame, target: str) -> np.ndarray:
