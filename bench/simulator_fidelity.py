@@ -39,8 +39,9 @@ from scipy.stats import spearmanr
 from wattgpu.modeling.physical.features import build_features
 from wattgpu.modeling.physical.itl import median_itl
 from wattgpu.modeling.physical.prior_columns import with_prior
-from wattgpu.modeling.serving.prior import simulated_itl, simulated_ttft
+from wattgpu.modeling.serving.prior import simulated_itl
 from wattgpu.modeling.serving.run import forget_simulated, simulate_rows
+from wattgpu.modeling.serving.ttft_terms import simulated_ttft
 
 QUERY = {
     "gpu": "NVIDIA H100 SXM5",

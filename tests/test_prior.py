@@ -214,12 +214,17 @@ def test_the_held_out_side_never_moves_the_simulated_prior_either(generated):
     # a few rows each side: every row's serving loop is simulated
     train = generated[generated["gpu"] != gpus[0]].iloc[::40]
     test = generated[generated["gpu"] == gpus[0]].iloc[::20]
-    scrambled = test.assign(mean_power_w=test["mean_power_w"] * 3.0, itl_s=test["itl_s"] / 5.0)
+    scrambled = test.assign(
+        mean_power_w=test["mean_power_w"] * 3.0, itl_s=test["itl_s"] / 5.0, ttft_s=9.0
+    )
     simulated = refit_for("itl", "simulated")
     _, before = simulated(train, test)
     _, after = simulated(train, scrambled)
-    # nor a host time the held-out rows carry (one fitted on rows that held them in)
-    _, carried = simulated(train, test.assign(host_fixed_s=1.0, host_per_seq_s=0.1))
+    # nor a host time or prefill efficiency the held-out rows carry (fitted on rows that held
+    # them in)
+    _, carried = simulated(
+        train, test.assign(host_fixed_s=1.0, host_per_seq_s=0.1, prefill_scale=8.0)
+    )
     for column in ("prior_power_cpu_w", "prior_itl_s", "prior_ttft_s"):
         np.testing.assert_array_equal(before[column], after[column])
         np.testing.assert_array_equal(before[column], carried[column])

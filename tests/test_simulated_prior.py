@@ -58,12 +58,23 @@ def test_an_engine_line_with_enough_rows_gets_its_own_scale_and_a_small_one_the_
     terms = fit_terms(rows, sim)
     # 20 ratios of 2 and 2 of 4: the pooled median is 2, vllm-v1's own is 2; tgi has 2 rows
     assert terms.itl_scale == {"": 2.0, "vllm-v1": 2.0}
-    # TTFT in each client's statistic: 0.8 / 0.4 (the mean) on vllm-v1, 0.3 / 0.3 on tgi
-    assert terms.ttft_scale == {"": 2.0, "vllm-v1": 2.0}
     answer = with_simulated_prior(rows, sim, terms)
     # tgi's rows take the pooled scale: 2 x their simulated gap, half what they measured
     np.testing.assert_allclose(answer["prior_itl_s"][-2:], 2.0 * sim["itl_p50_s"][-2:])
-    np.testing.assert_allclose(answer["prior_ttft_s"][:2], [0.8, 0.8])
+
+
+def test_ttft_is_the_simulated_statistic_of_the_rows_client_plus_its_lines_overhead():
+    rows, sim = rows_and_simulation()
+    # vllm-v1 has terms of its own (overhead 0.25 s), tgi takes the pooled ones (0.1 s)
+    ttft = {"": (1.0, 0.1), "vllm-v1": (0.5, 0.25)}
+    terms = SimulatedTerms({"": 1.0}, 0.1, 1.0, ttft=ttft)
+    answer = with_simulated_prior(rows, sim, terms)
+    # aiconfigurator reports the mean (simulated 0.4 s), closed the median (0.3 s)
+    np.testing.assert_allclose(answer["prior_ttft_s"][:2], 0.4 + 0.25)
+    np.testing.assert_allclose(answer["prior_ttft_s"][-2:], 0.3 + 0.1)
+    # no terms at all: the simulation as it is
+    bare = with_simulated_prior(rows, sim, SimulatedTerms({"": 1.0}, 0.1, 1.0))
+    np.testing.assert_allclose(bare["prior_ttft_s"][-2:], 0.3)
 
 
 def test_power_terms_recover_the_idle_share_and_busy_weight_that_made_the_rows():
@@ -107,7 +118,7 @@ def test_a_mean_tpot_becomes_the_median_gap_by_its_own_simulation_and_a_blank_on
     sim["tpot_mean_s"] = 1.25 * sim["itl_p50_s"]
     rows["itl_s"] = 0.025
     sim.loc[0, ["itl_p50_s", "tpot_mean_s", "ttft_mean_s", "busy_share"]] = np.nan
-    terms = SimulatedTerms({"": 2.0}, {"": 3.0}, idle_share=0.1, busy_weight=1.0)
+    terms = SimulatedTerms({"": 2.0}, idle_share=0.1, busy_weight=1.0)
     answer = with_simulated_prior(rows, sim, terms)
     np.testing.assert_allclose(answer["itl_median_s"][1:-1], 0.020)
     assert answer["itl_median_s"].iloc[-1] == pytest.approx(0.025)  # measured as the median
@@ -116,6 +127,7 @@ def test_a_mean_tpot_becomes_the_median_gap_by_its_own_simulation_and_a_blank_on
     first = answer.iloc[0]
     assert (first["itl_median_s"], first["prior_itl_s"]) == (rows["itl_median_s"][0], 0.05)
     assert (first["prior_ttft_s"], first["prior_power_cpu_w"]) == (0.5, 350.0)
+    assert answer["prior_ttft_s"].iloc[1] == pytest.approx(0.4)  # no terms: g 1, o 0
 
 
 def test_a_recipe_on_an_unknown_prior_is_refused_in_one_line():
@@ -128,7 +140,13 @@ def test_a_recipe_on_an_unknown_prior_is_refused_in_one_line():
 def test_the_terms_survive_a_model_cards_json():
     from wattgpu.modeling.answering.card import ModelCard
 
-    terms = SimulatedTerms({"": 2.0, "tgi": 1.5}, {"": 3.0}, 0.12, 0.9, host={"tgi": (1.5, 2e-5)})
+    terms = SimulatedTerms(
+        {"": 2.0, "tgi": 1.5},
+        0.12,
+        0.9,
+        host={"tgi": (1.5, 2e-5)},
+        ttft={"": (1.0, 0.08), "tgi": (2.0, 0.15)},
+    )
     card = ModelCard.from_json(ModelCard("itl", {}, simulated_prior=terms.to_dict()).to_json())
     assert SimulatedTerms.from_dict(card.simulated_prior) == terms
     assert "simulated_prior" not in ModelCard("itl", {}).to_dict()  # the closed form's card
@@ -169,3 +187,74 @@ def test_a_model_on_the_simulated_prior_takes_the_knobs_in_its_median_so_no_note
     assert closed_form[0].startswith("the stated client and engine knobs act on the p90 and p99")
     assert closed_form[1] == ""
     assert list(setup_notes("itl", rows, simulated_prior=True)) == ["", ""]
+
+
+def test_ttfts_between_the_knots_are_read_off_a_line_in_logs():
+    from wattgpu.modeling.serving.ttft_terms import EFFICIENCIES, KNOTS, between_knots
+
+    # knots 1/8, 2^-1.5, 1, 2^1.5, 8; a row of 1 s at g <= 1 and 2 s from g = 2^1.5 on: at
+    # g = 2 (log2 g = 1, two thirds of the way from 0 to 1.5) log TTFT is 2/3 log 2: 2^(2/3) s.
+    # A row proportional to g stays so. A row with a blank knot is blank throughout.
+    at_knots = np.array([[1.0, 1.0, 1.0, 2.0, 2.0], 0.1 * KNOTS, [1.0, np.nan, 1.0, 1.0, 1.0]])
+    out = between_knots(at_knots, KNOTS)
+    assert out.shape == (3, len(EFFICIENCIES))
+    two = int(np.argmin(np.abs(EFFICIENCIES - 2.0)))
+    assert out[0, two] == pytest.approx(2.0 ** (2.0 / 3.0))
+    np.testing.assert_allclose(out[1], 0.1 * EFFICIENCIES)
+    assert np.isnan(out[2]).all()
+    np.testing.assert_array_equal(between_knots(out[:2], EFFICIENCIES), out[:2])  # no knots
+
+
+def test_a_lines_ttft_terms_come_from_an_even_spread_of_its_rows():
+    from wattgpu.modeling.serving.prior import _spread
+
+    np.testing.assert_array_equal(_spread(np.arange(10, 20), 4), [10, 13, 16, 19])
+    np.testing.assert_array_equal(_spread(np.array([3, 5]), 4), [3, 5])
+
+
+def closed_loop_rows(catalog, users=(1, 4, 16, 64)) -> pd.DataFrame:
+    from wattgpu.modeling.answering.queries import check_queries
+    from wattgpu.modeling.physical.features import build_features
+
+    queries = pd.DataFrame(
+        {
+            "gpu": "H100",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "scenario": "server",
+            "concurrency": list(users),
+        }
+    )
+    return build_features(check_queries(queries, catalog), catalog)
+
+
+def test_rows_made_with_known_terms_give_them_back_through_the_simulation(catalog):
+    from wattgpu.modeling.serving.prior import fit_line_ttft_terms
+    from wattgpu.modeling.serving.run import PROMPT_SCALE, simulate_rows
+    from wattgpu.modeling.serving.ttft_terms import KNOTS, simulated_ttft
+
+    rows = closed_loop_rows(catalog)
+    # "measured": a prefill 2^1.5 times the prior's kernels (a knot) and 80 ms per request
+    efficiency, overhead = float(KNOTS[3]), 0.08
+    slow = rows.assign(**{PROMPT_SCALE: efficiency})
+    rows["ttft_s"] = simulated_ttft(slow, simulate_rows(slow)) + overhead
+    fitted = fit_line_ttft_terms(rows)
+    assert set(fitted) == {"", "vllm-v1"}
+    g, o = fitted["vllm-v1"]
+    assert (g, o) == (pytest.approx(efficiency), pytest.approx(overhead))
+    assert fitted[""] == fitted["vllm-v1"]
+    assert fit_line_ttft_terms(rows.drop(columns="ttft_s")) == {}  # no TTFT measured: no terms
+
+
+def test_a_query_on_the_simulated_prior_runs_at_its_lines_efficiency_plus_its_overhead(catalog):
+    from wattgpu.modeling.serving.prior import on_simulated_prior
+    from wattgpu.modeling.serving.run import PROMPT_SCALE, simulate_rows
+    from wattgpu.modeling.serving.ttft_terms import simulated_ttft
+
+    rows = closed_loop_rows(catalog, users=(2, 32))
+    terms = SimulatedTerms({"": 1.0}, 0.1, 1.0, ttft={"": (2.0, 0.1)})  # a line not named: pooled
+    answer = on_simulated_prior(rows, terms)
+    slow = rows.assign(**{PROMPT_SCALE: 2.0})
+    expected = simulated_ttft(slow, simulate_rows(slow)) + 0.1
+    np.testing.assert_allclose(answer["prior_ttft_s"], expected, rtol=1e-12)
+    plain = on_simulated_prior(rows, SimulatedTerms({"": 1.0}, 0.1, 1.0))
+    assert (answer["prior_ttft_s"] > plain["prior_ttft_s"] + 0.1).all()  # a slower prefill too

@@ -8,9 +8,14 @@ step costs are the prior's; the terms fitted on a fold's training rows are few:
 * per engine release line, its host time per step (``host.fit_host_time``: a scale on the
   table's fixed part and a time per sequence), fitted inside the simulation: the rows simulated
   without host time, what they measured beyond it regressed on the batch;
-* per engine release line, a scale on the simulated ITL and one on the simulated TTFT, with
-  that host time (the median ratio of measured to simulated over the line's training rows; a
-  line with fewer than ``MIN_LINE_ROWS`` rows takes the scale of all of them);
+* per engine release line, its TTFT terms (``ttft_terms``): a prefill efficiency on the prompt
+  tokens' tensor work and a per-request overhead added to every TTFT, fitted jointly inside the
+  simulation with that host time, on at most ``TERM_ROWS`` of the line's training TTFT rows (a
+  line with fewer than ``ttft_terms.MIN_TERM_ROWS`` takes the terms of all of them); its rows are
+  then simulated at their line's efficiency;
+* per engine release line, a scale on the simulated ITL of that simulation (the median ratio of
+  measured to simulated over the line's training rows; a line with fewer than ``MIN_LINE_ROWS``
+  rows takes the scale of all of them);
 * power per GPU ``idle + (TDP - idle) x min(1, weight x busy)``, ``busy`` the simulated GPUs'
   busy share of the measured window, ``idle = idle_share x TDP``: the two numbers on a grid,
   fitted on the rows that take them. An open-loop server (a request rate) keeps the closed
@@ -40,7 +45,6 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.config import DEFAULT_PRIOR, PRIORS
-from wattgpu.data.clients import clients
 from wattgpu.errors import ConfigError
 from wattgpu.modeling.physical.columns import values
 from wattgpu.modeling.physical.features import columns_of, itl_statistic
@@ -54,8 +58,10 @@ from wattgpu.modeling.serving.host import (
     without_host,
 )
 from wattgpu.modeling.serving.loop import STATISTICS
-from wattgpu.modeling.serving.run import simulate_rows
-from wattgpu.modeling.serving.workload import client_names, engine_line_names, setup
+from wattgpu.modeling.serving.run import PROMPT_SCALE, simulate_rows
+from wattgpu.modeling.serving.ttft_terms import KNOTS, simulate_efficiencies, simulated_ttft
+from wattgpu.modeling.serving.ttft_terms import fit_terms as fit_ttft_groups
+from wattgpu.modeling.serving.workload import engine_line_names, setup
 
 # The simulated column of each ITL statistic a source measured (``features.ITL_STATISTICS``).
 ITL_OF_STATISTIC = {
@@ -63,9 +69,11 @@ ITL_OF_STATISTIC = {
     "mean": "tpot_mean_s",
     "with_prefill": "latency_per_token_s",
 }
-TTFT_OF_STATISTIC = {"median": "ttft_p50_s", "mean": "ttft_mean_s"}
 # Rows an engine line needs for scales of its own.
 MIN_LINE_ROWS = 20
+# The most TTFT rows of an engine line its terms are fitted on (each simulated at every knot):
+# two terms per line, which a few hundred rows fix as well as a thousand.
+TERM_ROWS = 150
 IDLE_SHARES = np.linspace(0.02, 0.6, 59)
 BUSY_WEIGHTS = np.linspace(0.2, 2.0, 91)
 
@@ -76,20 +84,21 @@ class SimulatedTerms:
 
     Attributes:
         itl_scale: engine line -> scale on its simulated ITL (``""``: every line's).
-        ttft_scale: the same of TTFT.
         idle_share: a GPU's idle power over its TDP.
         busy_weight: the load a fully busy window puts on the GPU, over its TDP's dynamic part.
         host: engine line -> its host time fitted inside the simulation (``host.fit_host_time``:
             a scale on the table's fixed part, and s per sequence); a line not in it keeps the
             table's.
+        ttft: engine line -> its TTFT terms ``(prefill efficiency, overhead s)`` (``""``: every
+            line's; none at all: 1 and 0 s).
 
     """
 
     itl_scale: dict[str, float]
-    ttft_scale: dict[str, float]
     idle_share: float
     busy_weight: float
     host: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ttft: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (a served model's card carries them)."""
@@ -100,11 +109,21 @@ class SimulatedTerms:
         """Terms from ``to_dict``'s values."""
         return cls(
             itl_scale={str(k): float(v) for k, v in data["itl_scale"].items()},
-            ttft_scale={str(k): float(v) for k, v in data["ttft_scale"].items()},
             idle_share=float(data["idle_share"]),
             busy_weight=float(data["busy_weight"]),
             host={str(k): (float(v[0]), float(v[1])) for k, v in data.get("host", {}).items()},
+            ttft={str(k): (float(v[0]), float(v[1])) for k, v in data.get("ttft", {}).items()},
         )
+
+
+def ttft_terms_of(
+    ttft: dict[str, tuple[float, float]], lines: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows on ``lines``: each one's prefill efficiency and overhead (s) from ``ttft``'s terms."""
+    pooled = ttft.get("", (1.0, 0.0))
+    chosen = [ttft.get(str(line), pooled) for line in lines]
+    terms = np.array(chosen, dtype=float).reshape(len(chosen), 2)
+    return terms[:, 0], terms[:, 1]
 
 
 def check_prior(prior: str) -> str:
@@ -125,14 +144,6 @@ def simulated_itl(rows: Rows, sim: pd.DataFrame) -> np.ndarray:
         mine = kinds == statistic
         out[mine] = sim[column].to_numpy(float)[mine]
     return out
-
-
-def simulated_ttft(rows: Rows, sim: pd.DataFrame) -> np.ndarray:
-    """Each row's simulated TTFT in the statistic its client reports."""
-    statistic = clients().table["ttft_statistic"]
-    named = [str(name) for name in client_names(rows)]
-    means = statistic.reindex(named).to_numpy(object) == "mean"
-    return np.where(means, sim[TTFT_OF_STATISTIC["mean"]], sim[TTFT_OF_STATISTIC["median"]])
 
 
 def _scales(lines: np.ndarray, measured: np.ndarray, simulated: np.ndarray) -> dict[str, float]:
@@ -171,10 +182,6 @@ def fit_terms(train: pd.DataFrame, sim: pd.DataFrame) -> SimulatedTerms:
     """The terms of ``SimulatedTerms`` on training rows and their simulation (same index)."""
     lines = engine_line_names(train)
     itl = _scales(lines, train["itl_s"].to_numpy(float), simulated_itl(train, sim))
-    ttft_true = (
-        train["ttft_s"].to_numpy(float) if "ttft_s" in train else np.full(len(train), np.nan)
-    )
-    ttft = _scales(lines, ttft_true, simulated_ttft(train, sim))
     idle, weight = 0.1, 1.0
     power = train["mean_power_w"].to_numpy(float)
     measured = np.isfinite(power) & (power > 0) & ~open_loop_server(train)
@@ -188,7 +195,37 @@ def fit_terms(train: pd.DataFrame, sim: pd.DataFrame) -> SimulatedTerms:
         error = np.median(np.abs(np.log(guess / power[measured][:, None, None])), axis=0)
         i, j = np.unravel_index(int(np.argmin(error)), error.shape)
         weight, idle = float(BUSY_WEIGHTS[i]), float(IDLE_SHARES[j])
-    return SimulatedTerms(itl, ttft, idle, weight)
+    return SimulatedTerms(itl, idle, weight)
+
+
+def fit_line_ttft_terms(
+    rows: pd.DataFrame, constants: PhysicalConstants = DEFAULT_CONSTANTS
+) -> dict[str, tuple[float, float]]:
+    """``SimulatedTerms.ttft`` of training ``rows`` (with their host time): per engine line.
+
+    At most ``TERM_ROWS`` of a line's measured TTFT rows, evenly spread over them, each
+    simulated at every ``ttft_terms.KNOTS`` efficiency; no TTFT row: none (1 and 0 s).
+    """
+    measured = rows["ttft_s"].to_numpy(float) if "ttft_s" in rows else np.full(len(rows), np.nan)
+    lines = np.asarray(engine_line_names(rows), dtype=object)
+    usable = np.isfinite(measured) & (measured > 0)
+    chosen = np.concatenate(
+        [_spread(np.flatnonzero(usable & (lines == line)), TERM_ROWS) for line in np.unique(lines)]
+        or [np.array([], dtype=int)]
+    )
+    chosen = np.sort(chosen).astype(int)
+    if not len(chosen):
+        return {}
+    simulated = simulate_efficiencies(rows.iloc[chosen], constants, KNOTS)
+    fitted = fit_ttft_groups(lines[chosen], measured[chosen], simulated)
+    return {line: (terms.efficiency, terms.overhead_s) for line, terms in fitted.items()}
+
+
+def _spread(positions: np.ndarray, most: int) -> np.ndarray:
+    """At most ``most`` of ``positions``, evenly spread over them (all of them if fewer)."""
+    if len(positions) <= most:
+        return positions
+    return positions[np.linspace(0, len(positions) - 1, most).round().astype(int)]
 
 
 def with_simulated_prior(rows: Rows, sim: pd.DataFrame, terms: SimulatedTerms) -> Rows:
@@ -205,7 +242,7 @@ def with_simulated_prior(rows: Rows, sim: pd.DataFrame, terms: SimulatedTerms) -
     lines = engine_line_names(rows)
     simulated_median = sim["itl_p50_s"].to_numpy(float)
     median = _scaled(terms.itl_scale, lines, simulated_median)
-    ttft = _scaled(terms.ttft_scale, lines, simulated_ttft(rows, sim))
+    ttft = simulated_ttft(rows, sim) + ttft_terms_of(terms.ttft, lines)[1]
     power = power_prior(rows, sim, terms.idle_share, terms.busy_weight)
     if "itl_s" in out:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -247,7 +284,7 @@ def on_simulated_prior(
     runs: np.ndarray | None = None,
     constants: PhysicalConstants = DEFAULT_CONSTANTS,
 ) -> Rows:
-    """``rows`` on the simulated prior of ``terms``, each with its line's fitted host time.
+    """``rows`` on the simulated prior of ``terms``, each with its line's host time and TTFT terms.
 
     A served model's queries, and a fold's test side. ``runs``: the rows that can run
     (``answering.domain.cannot_run`` tells the others); the others are not simulated and keep
@@ -263,7 +300,9 @@ def on_simulated_prior(
     sim = pd.DataFrame(np.nan, index=range(n), columns=list(STATISTICS))
     if len(runs):
         some = {name: values[runs] for name, values in columns.items()}
-        some |= host_columns(engine_line_names(some), terms.host, _table_fixed(some))
+        lines = engine_line_names(some)
+        some |= host_columns(lines, terms.host, _table_fixed(some))
+        some[PROMPT_SCALE] = ttft_terms_of(terms.ttft, lines)[0]
         sim.iloc[runs] = simulate_rows(some, constants).to_numpy(float)
     return with_simulated_prior(rows, sim, terms)
 
@@ -273,9 +312,10 @@ def fit_simulated_prior(
 ) -> tuple[pd.DataFrame, SimulatedTerms]:
     """``rows`` with the simulated prior fitted on themselves, and its terms (a served model's).
 
-    Two simulations: one without host time, whose shortfall against the measured ITL fits each
-    engine line's host time (``host.fit_host_time``), then one with it, on which the scales and
-    power's terms are fitted (``fit_terms``).
+    One simulation without host time, whose shortfall against the measured ITL fits each
+    engine line's host time (``host.fit_host_time``); with it, the TTFT terms
+    (``fit_line_ttft_terms``); then one simulation with both, on which the ITL scales and power's
+    terms are fitted (``fit_terms``).
     """
     lines = engine_line_names(rows)
     table_fixed = _table_fixed(rows)
@@ -284,8 +324,11 @@ def fit_simulated_prior(
     batch = bare["decode_batch"].to_numpy(float)
     host = fit_host_time(lines, measured, simulated_itl(rows, bare), table_fixed, batch)
     hosted = rows.assign(**host_columns(lines, host, table_fixed))
+    ttft = fit_line_ttft_terms(hosted, constants)
+    efficiency = ttft_terms_of(ttft, lines)[0]
+    hosted = hosted.assign(**{PROMPT_SCALE: efficiency})
     sim = simulate_rows(hosted, constants)
-    terms = replace(fit_terms(hosted, sim), host=host)
+    terms = replace(fit_terms(hosted, sim), host=host, ttft=ttft)
     return with_simulated_prior(hosted, sim, terms), terms
 
 
