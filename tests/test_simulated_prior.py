@@ -212,7 +212,7 @@ def test_a_lines_ttft_terms_come_from_an_even_spread_of_its_rows():
     np.testing.assert_array_equal(_spread(np.array([3, 5]), 4), [3, 5])
 
 
-def closed_loop_rows(catalog, users=(1, 4, 16, 64)) -> pd.DataFrame:
+def closed_loop_rows(catalog, users=(1, 4, 16, 64), **query) -> pd.DataFrame:
     from wattgpu.modeling.answering.queries import check_queries
     from wattgpu.modeling.physical.features import build_features
 
@@ -223,6 +223,7 @@ def closed_loop_rows(catalog, users=(1, 4, 16, 64)) -> pd.DataFrame:
             "scenario": "server",
             "concurrency": list(users),
         }
+        | query
     )
     return build_features(check_queries(queries, catalog), catalog)
 
@@ -241,7 +242,8 @@ def test_rows_made_with_known_terms_give_them_back_through_the_simulation(catalo
     assert set(fitted) == {"", "vllm-v1"}
     g, o = fitted["vllm-v1"]
     assert (g, o) == (pytest.approx(efficiency), pytest.approx(overhead))
-    assert fitted[""] == fitted["vllm-v1"]
+    # the pooled terms: the prior's own prefill (g = 1) and the one line's overhead
+    assert fitted[""] == (1.0, pytest.approx(overhead))
     assert fit_line_ttft_terms(rows.drop(columns="ttft_s")) == {}  # no TTFT measured: no terms
 
 
@@ -258,3 +260,25 @@ def test_a_query_on_the_simulated_prior_runs_at_its_lines_efficiency_plus_its_ov
     np.testing.assert_allclose(answer["prior_ttft_s"], expected, rtol=1e-12)
     plain = on_simulated_prior(rows, SimulatedTerms({"": 1.0}, 0.1, 1.0))
     assert (answer["prior_ttft_s"] > plain["prior_ttft_s"] + 0.1).all()  # a slower prefill too
+
+
+def test_a_line_nobody_measured_runs_the_priors_prefill_with_the_median_lines_overhead(catalog):
+    from wattgpu.modeling.serving.prior import fit_line_ttft_terms
+    from wattgpu.modeling.serving.run import PROMPT_SCALE, simulate_rows
+    from wattgpu.modeling.serving.ttft_terms import KNOTS, simulated_ttft
+    from wattgpu.modeling.serving.workload import engine_line_names
+
+    # three lines measured at g = 2^-1.5, 1 and 2^1.5 (knots) and overheads 20, 100 and 60 ms:
+    # a line nobody measured takes g = 1 and the median overhead, 60 ms. On an L4 an 8B's
+    # 4,000-token prompt takes most of a second: the rows tell the efficiency apart.
+    made = {"vllm": (KNOTS[1], 0.02), "sglang": (KNOTS[2], 0.10), "trtllm": (KNOTS[3], 0.06)}
+    parts, expected = [], {}
+    for engine, (g, o) in made.items():
+        rows = closed_loop_rows(catalog, (1, 2, 4, 8), gpu="L4", input_tokens=4000)
+        rows = rows.assign(engine=engine)
+        slow = rows.assign(**{PROMPT_SCALE: g})
+        parts.append(rows.assign(ttft_s=simulated_ttft(slow, simulate_rows(slow)) + o))
+        expected[str(engine_line_names(rows)[0])] = (pytest.approx(g), pytest.approx(o))
+    fitted = fit_line_ttft_terms(pd.concat(parts, ignore_index=True))
+    assert len(expected) == 3
+    assert fitted == {"": (1.0, pytest.approx(0.06)), **expected}

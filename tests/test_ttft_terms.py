@@ -76,3 +76,23 @@ def test_a_group_with_too_few_rows_takes_the_pooled_terms():
     assert set(fitted) == {"", "a"}
     assert fitted[""].efficiency == EFFICIENCY and fitted["a"].efficiency == EFFICIENCY
     np.testing.assert_allclose(with_terms(groups, fitted, simulated), measured)
+
+
+def test_an_efficiency_held_at_one_fits_the_overhead_alone():
+    # the two rows of 1 and 8 users, o = 50 ms and g = 2, read at g = 1: the gaps are
+    # 0.25 - 0.1 = 0.15 s and 1.65 - 0.8 = 0.85 s, weighted 1 / 0.25 = 4 and 1 / 1.65 = 0.61:
+    # the weighted median is the first, 0.15 s
+    users = np.array([1.0, 8.0])
+    simulated = 0.1 * users[:, None] * EFFICIENCIES[None, :]
+    measured = OVERHEAD + 0.1 * users * EFFICIENCY
+    terms = fit_group(measured, simulated, held=1.0)
+    assert (terms.efficiency, terms.overhead_s) == (1.0, pytest.approx(0.15))
+    # |0.1 + 0.15 - 0.25| / 0.25 = 0 and |0.8 + 0.15 - 1.65| / 1.65 = 0.42: the median 21.2 %
+    assert terms.mdape == pytest.approx(50.0 * 0.7 / 1.65)
+    fitted = fit_terms(
+        np.array(["a", "a", "a", "a"]),
+        np.tile(measured, 2),
+        np.tile(simulated, (2, 1)),
+        pooled_efficiency=1.0,
+    )
+    assert fitted[""].efficiency == 1.0 and fitted["a"].efficiency == EFFICIENCY

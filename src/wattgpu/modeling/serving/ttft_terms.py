@@ -116,10 +116,16 @@ def best_overhead(measured: np.ndarray, simulated: np.ndarray) -> float:
     return max(0.0, float(gap[order][min(half, len(gap) - 1)]))
 
 
-def fit_group(measured: np.ndarray, simulated: np.ndarray) -> TtftTerms:
-    """The terms of one group: ``measured`` TTFT (n,), ``simulated`` at each efficiency (n, E)."""
+def fit_group(measured: np.ndarray, simulated: np.ndarray, held: float | None = None) -> TtftTerms:
+    """The terms of one group: ``measured`` TTFT (n,), ``simulated`` at each efficiency (n, E).
+
+    ``held``: the efficiency held at this one of ``EFFICIENCIES`` (the overhead alone fitted);
+    None: both fitted.
+    """
     best: tuple[float, float, float, float] | None = None
-    for j, efficiency in enumerate(EFFICIENCIES):
+    tried = EFFICIENCIES if held is None else EFFICIENCIES[EFFICIENCIES == held]
+    for efficiency in tried:
+        j = int(np.argmin(np.abs(EFFICIENCIES - efficiency)))
         overhead = best_overhead(measured, simulated[:, j])
         error = float(np.median(np.abs(simulated[:, j] + overhead - measured) / measured))
         key = error + _TIE * abs(np.log2(efficiency))
@@ -130,7 +136,10 @@ def fit_group(measured: np.ndarray, simulated: np.ndarray) -> TtftTerms:
 
 
 def fit_terms(
-    groups: np.ndarray, measured: np.ndarray, simulated: np.ndarray
+    groups: np.ndarray,
+    measured: np.ndarray,
+    simulated: np.ndarray,
+    pooled_efficiency: float | None = None,
 ) -> dict[str, TtftTerms]:
     """Per group with at least ``MIN_TERM_ROWS`` usable rows, its ``TtftTerms``; ``""``: pooled.
 
@@ -138,12 +147,14 @@ def fit_terms(
         groups: each row's group (an engine line, or a GPU x engine line).
         measured: each row's measured TTFT, s (NaN: not measured).
         simulated: ``simulate_efficiencies``' array of the same rows.
+        pooled_efficiency: the pooled terms' efficiency held at this (their overhead fitted at
+            it); None: fitted too.
 
     """
     usable = np.isfinite(measured) & (measured > 0) & np.isfinite(simulated).all(axis=1)
     fitted: dict[str, TtftTerms] = {}
     if usable.sum() >= MIN_TERM_ROWS:
-        fitted[""] = fit_group(measured[usable], simulated[usable])
+        fitted[""] = fit_group(measured[usable], simulated[usable], pooled_efficiency)
     for group in np.unique(groups[usable]):
         mine = usable & (groups == group)
         if mine.sum() >= MIN_TERM_ROWS:
