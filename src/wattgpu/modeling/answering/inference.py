@@ -142,7 +142,7 @@ def answer_columns(
     rows = build_features(check_query_columns(queries, catalog), catalog)
     check_setup(rows)  # a client or engine knob the serving loop cannot run: every target refuses
     if card.simulated_prior:  # a model of the simulated prior answers on it
-        # imported here: its fit needs SciPy (0.3 s of a command), the closed-form prior does not
+        # imported here: a model of the closed-form prior never reads it
         from wattgpu.modeling.serving.prior import SimulatedTerms, on_simulated_prior
 
         terms = SimulatedTerms.from_dict(card.simulated_prior)

@@ -14,7 +14,6 @@ the table's guess. Pure; the rows then carry their host time as ``HOST_COLUMNS``
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import nnls
 
 # Rows a line needs before its host time is fitted (two fix both terms, exactly).
 MIN_HOST_ROWS = 2
@@ -38,6 +37,10 @@ def fit_host_time(
         batch: the mean decode batch of the simulation, sequences.
 
     """
+    # imported here: a query on the simulated prior reads fitted host times, never fits one, and
+    # SciPy's optimisers would cost it 0.45 s of imports
+    from scipy.optimize import nnls
+
     usable = np.isfinite(measured) & np.isfinite(host_free) & np.isfinite(batch) & (measured > 0)
     fitted = {}
     for line in np.unique(lines[usable]):
