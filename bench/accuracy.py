@@ -70,7 +70,7 @@ import pandas as pd
 from benchinfo import add_data_arguments, load_measured, machine
 from tqdm import tqdm
 
-from wattgpu.config import DEFAULT_PRIOR, PRIORS
+from wattgpu.config import PRIORS, SIMULATED, target_prior
 from wattgpu.lifecycle.tuning import tuner
 from wattgpu.modeling.learning import side_by_side
 from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
@@ -231,7 +231,8 @@ def run(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     recipe: str = DEFAULT_RECIPE,
-    prior: str = DEFAULT_PRIOR,
+    prior: str | None = None,
+    simulated_rows: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]], pd.DataFrame]:
     """The accuracy table (``TABLE_COLUMNS``) of ``methods`` on ``rows``, the tuned params, and
     the model's interval figures on each held-out GPU and scenario (LOGO).
@@ -245,17 +246,19 @@ def run(
         seed: seeds folds, samplers and models.
         progress: called with a short label after each nested study and each paper fit.
         recipe: the models' recipe (``full``, what the main job serves, or ``fast``).
-        prior: what the models learn a correction to (``closed-form`` or ``simulated``; on the
-            simulated prior, ``rows`` hold each ITL as the median by their own simulation, as
-            ``main`` makes them with ``fit_simulated_prior``).
+        prior: what the models learn a correction to (``closed-form`` or ``simulated``; None:
+            each target's own, ``config.TARGET_PRIORS``).
+        simulated_rows: ``rows`` with each ITL as the median by its own simulation, as ``main``
+            makes them with ``fit_simulated_prior``: a target on the simulated prior reads them.
 
     """
     records: list[dict[str, Any]] = []
     chosen: list[dict[str, Any]] = []
     cells: list[pd.DataFrame] = []
     for target in targets:
-        data = rows_with_target(target, rows)
         chosen_recipe = recipe_of(target, recipe, prior)
+        on_simulation = chosen_recipe.prior == SIMULATED and simulated_rows is not None
+        data = rows_with_target(target, simulated_rows if on_simulation else rows)
         baseline = baseline_predictions(target, data)
         oofs: dict[str, pd.DataFrame] = {}
         model_records: dict[str, list[dict[str, Any]]] = {}
@@ -648,7 +651,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--recipe", choices=RECIPES, default=DEFAULT_RECIPE)
-    parser.add_argument("--prior", choices=PRIORS, default=DEFAULT_PRIOR)
+    parser.add_argument(
+        "--prior", choices=PRIORS, default=None, help="(default: each target's own)"
+    )
     return parser.parse_args(argv)
 
 
@@ -714,8 +719,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"- command: {command}",
     ]
     _, rows, _, files = load_measured(args)
-    if args.prior != DEFAULT_PRIOR:  # each measured ITL as the median by its own simulation
-        rows, _ = fit_simulated_prior(rows)
+    simulated_rows = None
+    if any(target_prior(target, args.prior) == SIMULATED for target in args.targets):
+        simulated_rows, _ = fit_simulated_prior(rows)  # each ITL as the median by its simulation
     lines.append("- measurements: " + ", ".join(f.name for f in files))
     print("\n".join(lines), flush=True)
     for target in args.targets:
@@ -736,6 +742,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         seed=args.seed,
         recipe=args.recipe,
         prior=args.prior,
+        simulated_rows=simulated_rows,
         progress=advance,
     )
     bar.close()

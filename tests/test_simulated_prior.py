@@ -137,6 +137,17 @@ def test_a_recipe_on_an_unknown_prior_is_refused_in_one_line():
         recipe_of("itl", "fast", "x")
 
 
+def test_each_target_takes_its_own_prior_unless_one_is_asked_for():
+    from wattgpu.config import TARGET_PRIORS, target_prior
+
+    assert set(TARGET_PRIORS) == {"power", "itl", "ttft"}
+    for target, own in TARGET_PRIORS.items():
+        assert recipe_of(target, "fast").prior == own == target_prior(target)
+        for asked in ("closed-form", "simulated"):
+            assert recipe_of(target, "fast", asked).prior == asked
+    assert target_prior("power") == "closed-form"  # power's busy share misses the server's draw
+
+
 def test_the_terms_survive_a_model_cards_json():
     from wattgpu.modeling.answering.card import ModelCard
 

@@ -35,7 +35,7 @@ from wattgpu.cli_options import (
     whole_number,
     yes_no_option,
 )
-from wattgpu.config import DEFAULT_PRIOR, MLFLOW_JOB_RUNNERS, PRIORS, RECIPES, load_settings
+from wattgpu.config import MLFLOW_JOB_RUNNERS, PRIORS, RECIPES, TARGET_PRIORS, load_settings
 from wattgpu.errors import QueryError, WattgpuError, listing
 from wattgpu.modeling.physical.targets import TARGETS
 
@@ -136,8 +136,10 @@ def _tune_options(func: Any) -> Any:
             metavar=f"[{'|'.join(PRIORS)}]",
             default=None,
             help="What the models learn a correction to: closed-form (the analytical serving "
-            "regimes, the served default) or simulated (each row's serving loop simulated, "
-            "slower; docs/model.md compares them).",
+            "regimes) or simulated (each row's serving loop simulated, slower; docs/model.md "
+            "compares them) (default: each target's own: "
+            + ", ".join(f"{target} {prior}" for target, prior in TARGET_PRIORS.items())
+            + ").",
         ),
         click.option(
             "--trials",
@@ -206,7 +208,7 @@ def tune(
             state.settings,
             target,
             recipe=recipe,
-            prior=prior or DEFAULT_PRIOR,
+            prior=prior,
             data_paths=list(data) or None,
             trials=trials,
             timeout=time_budget or None,
@@ -259,7 +261,7 @@ def main_job(
     pipeline.main_job(
         state.settings,
         recipe=recipe,
-        prior=prior or DEFAULT_PRIOR,
+        prior=prior,
         data_paths=list(data) or None,
         trials=trials,
         timeout=time_budget or None,

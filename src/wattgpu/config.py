@@ -37,9 +37,18 @@ RECIPES = ("full", "fast")
 """How models are built (``modeling.learning.recipe``): full, as served, or fast, for tests."""
 DEFAULT_RECIPE = "full"
 # What a recipe's targets are relative to (``modeling.serving.prior``): the closed-form serving
-# regimes or each row's serving loop simulated; the first is the default.
+# regimes or each row's serving loop simulated.
 PRIORS = ("closed-form", "simulated")
-DEFAULT_PRIOR = PRIORS[0]
+CLOSED_FORM, SIMULATED = PRIORS
+# Each target's prior unless one is asked for (docs/model.md, "Each target's prior").
+TARGET_PRIORS = {"power": CLOSED_FORM, "itl": CLOSED_FORM, "ttft": CLOSED_FORM}
+
+
+def target_prior(target: str, prior: str | None = None) -> str:
+    """``prior`` where one is asked for, else ``target``'s own (``TARGET_PRIORS``)."""
+    return prior or TARGET_PRIORS.get(target, CLOSED_FORM)
+
+
 """The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
 MLFLOW_JOB_RUNNERS = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 """MLflow's switch of the job runners its tracking server starts (five processes in 3.17), which

@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from wattgpu import __version__
-from wattgpu.config import DEFAULT_PRIOR, DEFAULT_RECIPE, Settings
+from wattgpu.config import CLOSED_FORM, DEFAULT_RECIPE, Settings
 from wattgpu.data.catalog import Catalog
 from wattgpu.data.measurements import (
     PROVENANCE_COLUMNS,
@@ -239,7 +239,7 @@ def lay_groundwork(job: Job, seed: int) -> Groundwork:
     rows = training_rows(job.target, job.data)
     refit = refit_for(job.target, job.recipe.prior)
     folds = prepare_split(job.recipe, rows, tuning.OBJECTIVE_SPLIT, seed, refit)
-    if job.recipe.prior == DEFAULT_PRIOR:
+    if job.recipe.prior == CLOSED_FORM:
         return Groundwork(rows, folds)
     rows, terms = fit_simulated_prior(rows)  # the served model's, on every row
     return Groundwork(rows, folds, terms.to_dict())
@@ -250,7 +250,7 @@ def tune(
     target: str,
     *,
     recipe: str | None = None,
-    prior: str = DEFAULT_PRIOR,
+    prior: str | None = None,
     data_paths: list[Path] | None = None,
     trials: int = 10,
     timeout: float | None = None,
@@ -388,7 +388,7 @@ def main_job(
     settings: Settings,
     *,
     recipe: str | None = None,
-    prior: str = DEFAULT_PRIOR,
+    prior: str | None = None,
     data_paths: list[Path] | None = None,
     trials: int = 10,
     timeout: float | None = None,
@@ -537,7 +537,7 @@ def prepare(
     target: str,
     *,
     recipe: str,
-    prior: str = DEFAULT_PRIOR,
+    prior: str | None = None,
     data: TrainingData | None,
     data_paths: list[Path] | None,
     storage: str | None,
@@ -572,7 +572,8 @@ def prepare(
     data = data or load_data(settings, data_paths)
     storage = storage or settings.optuna_storage
     kind = "" if recipe == DEFAULT_RECIPE else f"{recipe}-"
-    kind += "" if prior == DEFAULT_PRIOR else f"{prior}-"  # its trials answer other targets
+    # a study on another prior than the closed form's: its trials answer other targets
+    kind += "" if chosen.prior == CLOSED_FORM else f"{chosen.prior}-"
     study_name = study_name or f"wattgpu-{target}-{kind}{data.data_hash[:10]}"
     settings.make_home_for(storage)  # whichever store variables are set, the defaults' folder
     study = tuning.open_study(storage, study_name, chosen, seed)

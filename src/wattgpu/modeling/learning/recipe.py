@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wattgpu.config import DEFAULT_PRIOR, DEFAULT_RECIPE, RECIPES
+from wattgpu.config import CLOSED_FORM, DEFAULT_RECIPE, RECIPES, target_prior
 from wattgpu.errors import ConfigError
 from wattgpu.modeling.learning.splits import DEFAULT_FOLDS, Folds
 from wattgpu.modeling.physical.features import (
@@ -86,8 +86,9 @@ class Recipe:
             their ranges, one per unseen engine) at which a query's learnt correction keeps 1/e
             of itself; infinite keeps it whole.
         analogs: whether the answer leans on measured analogs (``analogs.blended``).
-        prior: what the targets are relative to (``modeling.serving.prior.PRIORS``): the
-            closed-form serving regimes (the default) or each row's serving loop simulated.
+        prior: what the targets are relative to (``config.PRIORS``): the closed-form serving
+            regimes or each row's serving loop simulated (``config.TARGET_PRIORS``: each
+            target's own).
 
     """
 
@@ -107,7 +108,7 @@ class Recipe:
     interval_checks: tuple[str, ...]
     novelty_scale: float = math.inf
     analogs: bool = True
-    prior: str = DEFAULT_PRIOR
+    prior: str = CLOSED_FORM
 
     def catboost_params(self, tuned: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """A fit's settings: the defaults, overridden by the fixed and ``tuned``.
@@ -295,18 +296,18 @@ _OWN_PRUNING: dict[tuple[str, str], Pruning] = {
 _OWN_DEFAULTS: dict[tuple[str, str], Mapping[str, Any]] = {("full", "itl"): {"iterations": 200}}
 
 
-def recipe_of(target: str, name: str = DEFAULT_RECIPE, prior: str = DEFAULT_PRIOR) -> Recipe:
-    """The recipe ``name`` (``full`` or ``fast``) of ``target``, on ``prior``.
+def recipe_of(target: str, name: str = DEFAULT_RECIPE, prior: str | None = None) -> Recipe:
+    """The recipe ``name`` (``full`` or ``fast``) of ``target``, on ``prior`` (None: its own).
 
     Raises:
         ConfigError: an unknown target, recipe name or prior.
 
     """
-    # imported here: the serving prior's fit needs SciPy (0.3 s), which `wattgpu predict` never does
+    # imported here: the simulation's tables are read by what trains or answers on it only
     from wattgpu.modeling.serving.prior import check_prior
 
     check_target(target)
-    check_prior(prior)
+    prior = check_prior(target_prior(target, prior))
     if name not in _SETTINGS:
         raise ConfigError(f"recipe must be one of {', '.join(RECIPES)}; got {name!r}")
     settings = dict(_SETTINGS[name])

@@ -24,14 +24,14 @@ step costs are the prior's; the terms fitted on a fold's training rows are few:
   ``server_power_factor`` hold (on the simulated busy share alone its prior's error was 52 % on
   held-out GPUs against the closed form's 13 %: docs/model.md).
 
-As a recipe's prior (``PRIORS``; ``closed-form``, the analytical serving regimes of
-``physical.physics``, is the default): a fold's rows get the closed-form columns first (the
-features the trees read beside the prior: concurrency, prefill share, bandwidth latency), then
-the simulated prior replaces the prior's own columns (``with_simulated_prior``), its simulation at
-the fold's fitted constants. A measured ITL in another statistic than the median gap becomes the
-median by the simulation's own ratio of the two (like with like: the ITL target is then the
-measurement over the simulation of the same statistic). Where a row's loop cannot be simulated
-(no finite answer) the closed form stays.
+As a recipe's prior (``config.PRIORS``, beside ``closed-form``, the analytical serving regimes
+of ``physical.physics``; ``config.TARGET_PRIORS`` names each target's own): a fold's rows get
+the closed-form columns first (the features the trees read beside the prior: concurrency,
+prefill share, bandwidth latency), then the simulated prior replaces the prior's own columns
+(``with_simulated_prior``), its simulation at the fold's fitted constants. A measured ITL in
+another statistic than the median gap becomes the median by the simulation's own ratio of the
+two (like with like: the ITL target is then the measurement over the simulation of the same
+statistic). Where a row's loop cannot be simulated (no finite answer) the closed form stays.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.config import DEFAULT_PRIOR, PRIORS
+from wattgpu.config import CLOSED_FORM, PRIORS, target_prior
 from wattgpu.errors import ConfigError
 from wattgpu.modeling.physical.columns import values
 from wattgpu.modeling.physical.features import columns_of, itl_statistic
@@ -351,13 +351,13 @@ def _table_fixed(rows: Rows) -> np.ndarray:
 
 
 def refit_for(
-    target: str, prior: str = DEFAULT_PRIOR
+    target: str, prior: str | None = None
 ) -> Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]:
     """``target``'s folds' refit on ``prior`` (a fold's ``prepare``; it pickles to the workers).
 
     ``closed-form``: ``physical.prior.refit_prior``; ``simulated``: ``refit_simulated_prior``.
     """
-    if check_prior(prior) == DEFAULT_PRIOR:
+    if check_prior(target_prior(target, prior)) == CLOSED_FORM:
         return refit_prior_for(target)
     return partial(refit_simulated_prior, target=target)
 
