@@ -293,3 +293,18 @@ def test_a_line_nobody_measured_runs_the_priors_prefill_with_the_median_lines_ov
     fitted = fit_line_ttft_terms(pd.concat(parts, ignore_index=True))
     assert len(expected) == 3
     assert fitted == {"": (1.0, pytest.approx(0.06)), **expected}
+
+
+def test_a_query_on_the_simulated_prior_carries_the_set_up_its_loop_ran(catalog):
+    from wattgpu.modeling.serving.prior import on_simulated_prior
+
+    rows = closed_loop_rows(catalog, users=(2, 32))
+    terms = SimulatedTerms(
+        {"": 1.0}, 0.1, 1.0, host={"vllm-v1": (2.0, 1e-5)}, ttft={"vllm-v1": (0.5, 0.07)}
+    )
+    # the second row cannot run: it keeps the closed form and carries no set-up
+    answer = on_simulated_prior(rows, terms, runs=np.array([True, False]))
+    assert answer["prefill_scale"].iloc[0] == 0.5 and answer["ttft_overhead_s"].iloc[0] == 0.07
+    assert answer["host_per_seq_s"].iloc[0] == 1e-5
+    assert answer[["prefill_scale", "ttft_overhead_s", "host_fixed_s"]].iloc[1].isna().all()
+    assert answer["prior_ttft_s"].iloc[1] == rows["prior_ttft_s"].iloc[1]

@@ -222,3 +222,19 @@ def test_a_client_that_is_unknown_or_does_not_suit_the_load_is_refused_for_power
     bounds = IntervalModel("power", (), 1.0, {UNSEEN_GPU: Calibration(-0.5, 0.25)})
     with pytest.raises(QueryError, match=message):
         predict_queries(card, model, bounds, catalog, pd.DataFrame([{**SIXTEEN_USERS, **change}]))
+
+
+def test_a_per_request_overhead_delays_every_simulated_first_token_alike(catalog):
+    # a model on the simulated prior: each TTFT of the loop pays its line's overhead on top, so
+    # the ratio is (p99 + o) / (p50 + o), nearer 1 than the loop's own
+    rows = build_features(check_queries(QUERIES.head(1), catalog), catalog)
+    simulated = simulate_rows(rows)
+    p50, p99 = (float(simulated[f"ttft_{p}_s"].iloc[0]) for p in ("p50", "p99"))
+    delayed = rows.assign(ttft_overhead_s=0.25)
+    out = simulated_tails("ttft", delayed, np.array([400.0]))
+    assert out["p99"][0] == pytest.approx(400.0 * (p99 + 0.25) / (p50 + 0.25), rel=1e-12)
+    assert p99 > p50 and out["p99"][0] < 400.0 * p99 / p50
+    # ITL's gaps are between tokens: no overhead in them
+    itl = simulated_tails("itl", delayed, np.array([20.0]))
+    ratio = float(simulated["itl_p99_s"].iloc[0] / simulated["itl_p50_s"].iloc[0])
+    assert itl["p99"][0] == pytest.approx(20.0 * ratio, rel=1e-12)

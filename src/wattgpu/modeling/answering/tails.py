@@ -31,7 +31,7 @@ from wattgpu.modeling.answering.tail_ratios import (
 from wattgpu.modeling.physical.columns import columns_of
 from wattgpu.modeling.physical.operations import values
 from wattgpu.modeling.serving.jitter import Jitter
-from wattgpu.modeling.serving.run import simulate_rows
+from wattgpu.modeling.serving.run import TTFT_OVERHEAD, simulate_rows
 
 # The targets with tails (the simulation's statistics are named after them: ``itl_p90_s``).
 TAILED = ("itl", "ttft")
@@ -127,7 +127,9 @@ def simulated_tails(
     if len(runs):
         some = {name: column[runs] for name, column in columns_of(rows).items()}
         stats = simulate_rows(some, jitter=jitter)
+        # a per-request overhead (a model on the simulated prior) delays every first token alike
+        delay = values(some, TTFT_OVERHEAD, 0.0) if target == "ttft" else np.zeros(len(runs))
         for name, column in simulated.items():
-            column[runs] = stats[name].to_numpy(float)
+            column[runs] = stats[name].to_numpy(float) + delay
     out = tails(target, simulated, median)
     return from_ratios(out, median, log_ratios)

@@ -58,7 +58,7 @@ from wattgpu.modeling.serving.host import (
     without_host,
 )
 from wattgpu.modeling.serving.loop import STATISTICS
-from wattgpu.modeling.serving.run import PROMPT_SCALE, simulate_rows
+from wattgpu.modeling.serving.run import PROMPT_SCALE, TTFT_OVERHEAD, simulate_rows
 from wattgpu.modeling.serving.ttft_terms import KNOTS, simulate_efficiencies, simulated_ttft
 from wattgpu.modeling.serving.ttft_terms import fit_terms as fit_ttft_groups
 from wattgpu.modeling.serving.workload import engine_line_names, setup
@@ -298,6 +298,9 @@ def on_simulated_prior(
 ) -> Rows:
     """``rows`` on the simulated prior of ``terms``, each with its line's host time and TTFT terms.
 
+    The rows come back with the set-up their loops ran (``host.HOST_COLUMNS``,
+    ``run.PROMPT_SCALE``, ``run.TTFT_OVERHEAD``), which an answer's simulated tails run too.
+
     A served model's queries, and a fold's test side. ``runs``: the rows that can run
     (``answering.domain.cannot_run`` tells the others); the others are not simulated and keep
     the closed form. ``constants``: the step's, as ``terms`` were fitted with.
@@ -310,13 +313,21 @@ def on_simulated_prior(
     n = length(columns)
     runs = np.flatnonzero(np.ones(n, dtype=bool) if runs is None else runs)
     sim = pd.DataFrame(np.nan, index=range(n), columns=list(STATISTICS))
+    set_up = {name: np.full(n, np.nan) for name in (*HOST_COLUMNS, PROMPT_SCALE, TTFT_OVERHEAD)}
     if len(runs):
         some = {name: values[runs] for name, values in columns.items()}
         lines = engine_line_names(some)
-        some |= host_columns(lines, terms.host, _table_fixed(some))
-        some[PROMPT_SCALE] = ttft_terms_of(terms.ttft, lines)[0]
+        ran = host_columns(lines, terms.host, _table_fixed(some))
+        ran[PROMPT_SCALE], ran[TTFT_OVERHEAD] = ttft_terms_of(terms.ttft, lines)
+        for name, column in ran.items():
+            set_up[name][runs] = column
+        some |= ran
         sim.iloc[runs] = simulate_rows(some, constants).to_numpy(float)
-    return with_simulated_prior(rows, sim, terms)
+    out = with_simulated_prior(rows, sim, terms)
+    # the set-up the prior ran, which an answer's simulated tails run too
+    if isinstance(out, pd.DataFrame):
+        return out.assign(**set_up)
+    return out | set_up
 
 
 def fit_simulated_prior(

@@ -40,6 +40,9 @@ from wattgpu.modeling.serving.workload import (
 
 # A row's prefill efficiency: its prompt tokens' tensor work over the prior's (``ttft_terms``).
 PROMPT_SCALE = "prefill_scale"
+# A row's per-request overhead, s, which every TTFT of its loop pays on top (``ttft_terms``;
+# the loop does not run it: ``answering.tails`` adds it to the simulated TTFTs).
+TTFT_OVERHEAD = "ttft_overhead_s"
 
 
 def simulate_rows(
