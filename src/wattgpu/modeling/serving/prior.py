@@ -225,8 +225,8 @@ def fit_line_ttft_terms(
     # (g = 1) and pays the median line's overhead: a pooled efficiency mixes the lines' kernel
     # paths (0.125 fitted over AIConfigurator's three), and an overhead fitted at g = 1 over
     # every line is pulled to 0 by the lines whose g is below 1. Each source held out, TTFT
-    # MdAPE against the pooled fit of both: AIConfigurator's rows 58.2 -> 52.8 %, LLM-Pilot's
-    # 46.0 -> 44.0 % (the closed form 54.5 and 67.1 %).
+    # MdAPE against the pooled fit of both: AIConfigurator's rows 58.3 -> 52.9 %, LLM-Pilot's
+    # 46.1 -> 44.0 % (bench/accuracy.py; the closed form 54.5 and 67.1 %).
     overheads = [overhead for line, (_, overhead) in out.items() if line]
     if overheads:
         out[""] = (1.0, float(np.median(overheads)))
