@@ -71,6 +71,7 @@ from benchinfo import add_data_arguments, load_measured, machine
 from tqdm import tqdm
 
 from wattgpu.config import PRIORS, SIMULATED, target_prior
+from wattgpu.errors import ConfigError
 from wattgpu.lifecycle.tuning import tuner
 from wattgpu.modeling.learning import side_by_side
 from wattgpu.modeling.learning.baselines import BASELINES, NEAREST_METHOD
@@ -652,9 +653,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--recipe", choices=RECIPES, default=DEFAULT_RECIPE)
     parser.add_argument(
-        "--prior", choices=PRIORS, default=None, help="(default: each target's own)"
+        "--prior",
+        default=None,
+        help=f"{', '.join(PRIORS)}, or TARGET=PRIOR pairs joined by commas (default: each "
+        "target's own)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        for target in args.targets:
+            target_prior(target, args.prior)
+    except ConfigError as error:
+        parser.error(str(error))
+    return args
 
 
 def data_line(target: str, rows: pd.DataFrame) -> str:

@@ -174,6 +174,19 @@ def test_unknown_target_is_a_usage_error(run):
     assert "'energy' is not one of 'power', 'itl'" in result.output
 
 
+@pytest.mark.parametrize("asked", ["bogus", "ttft=fast", "gpu=simulated", "ttft=simulated,"])
+def test_a_prior_that_names_no_prior_or_target_is_a_usage_error_in_one_line(run, asked):
+    for command in (("main",), ("tune", "--target", "ttft")):
+        result = run(*command, "--prior", asked)
+        assert result.exit_code == 2
+        line = result.output.strip().splitlines()[-1]
+        assert line == (
+            "Error: Invalid value for '--prior': prior must be one of closed-form, simulated "
+            "or TARGET=PRIOR pairs joined by commas, TARGET one of power, itl, ttft; "
+            f"got '{asked}'"
+        )
+
+
 def test_missing_data_file(run):
     result = run("validate", "--data", "nope.csv")
     assert result.exit_code == 1

@@ -133,8 +133,13 @@ def test_a_mean_tpot_becomes_the_median_gap_by_its_own_simulation_and_a_blank_on
 def test_a_recipe_on_an_unknown_prior_is_refused_in_one_line():
     assert recipe_of("itl", "fast", "simulated").prior == "simulated"
     assert recipe_of("itl", "fast").prior == "closed-form"
-    with pytest.raises(ConfigError, match="^prior must be one of closed-form, simulated; got 'x'$"):
+    refused = "^prior must be one of closed-form, simulated or TARGET=PRIOR pairs joined by "
+    refused += "commas, TARGET one of power, itl, ttft; got '{}'$"
+    with pytest.raises(ConfigError, match=refused.format("x")):
         recipe_of("itl", "fast", "x")
+    for asked in ("ttft=x", "gpu=simulated", "ttft=simulated,"):
+        with pytest.raises(ConfigError, match=refused.format(asked)):
+            recipe_of("power", "fast", asked)
 
 
 def test_each_target_takes_its_own_prior_unless_one_is_asked_for():
@@ -146,6 +151,10 @@ def test_each_target_takes_its_own_prior_unless_one_is_asked_for():
         for asked in ("closed-form", "simulated"):
             assert recipe_of(target, "fast", asked).prior == asked
     assert target_prior("power") == "closed-form"  # power's busy share misses the server's draw
+    # per target: a target not named keeps its own
+    assert recipe_of("ttft", "fast", "ttft=simulated").prior == "simulated"
+    assert recipe_of("itl", "fast", "ttft=simulated, itl=closed-form").prior == "closed-form"
+    assert recipe_of("power", "fast", "ttft=simulated").prior == TARGET_PRIORS["power"]
 
 
 def test_the_terms_survive_a_model_cards_json():

@@ -21,6 +21,7 @@ from wattgpu.cli_options import (
     EVERY_TARGET,
     Blankable,
     CliState,
+    PriorChoice,
     alias_option,
     data_option,
     engine_options,
@@ -132,12 +133,13 @@ def _tune_options(func: Any) -> Any:
         ),
         click.option(
             "--prior",
-            type=Blankable(click.Choice(PRIORS)),
-            metavar=f"[{'|'.join(PRIORS)}]",
+            type=Blankable(PriorChoice()),
+            metavar=f"[{'|'.join(PRIORS)}|TARGET=PRIOR,...]",
             default=None,
             help="What the models learn a correction to: closed-form (the analytical serving "
             "regimes) or simulated (each row's serving loop simulated, slower; docs/model.md "
-            "compares them) (default: each target's own: "
+            "compares them), for every target or per target (ttft=simulated) (default: each "
+            "target's own: "
             + ", ".join(f"{target} {prior}" for target, prior in TARGET_PRIORS.items())
             + ").",
         ),

@@ -16,8 +16,9 @@ from typing import Any
 
 import click
 
-from wattgpu.config import Settings
+from wattgpu.config import TARGET_PRIORS, Settings, target_prior
 from wattgpu.data.measurements import SCENARIOS
+from wattgpu.errors import ConfigError
 from wattgpu.modeling.physical.targets import TARGETS
 
 EVERY_TARGET = "both"
@@ -65,6 +66,21 @@ class Blankable(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """``None`` for a blank string, else the inner type's conversion."""
         return None if _blank(value, param, ctx) else self.inner.convert(value, param, ctx)
+
+
+class PriorChoice(click.ParamType):
+    """A prior for every target (``simulated``) or per target (``ttft=simulated,itl=...``)."""
+
+    name = "prior"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The value as given, once every target's prior it asks for is known."""
+        try:
+            for target in TARGET_PRIORS:
+                target_prior(target, value)
+        except ConfigError as error:
+            self.fail(str(error), param, ctx)
+        return value
 
 
 class WholeNumber(click.IntRange):
@@ -118,7 +134,9 @@ def target_option(
     (``predict``, ``models``) defaults to ``both``.
     """
     choices = [*TARGETS, EVERY_TARGET] if every else list(TARGETS)
-    help = help or "What to predict: power (W) or inter-token latency itl (ms)."
+    help = help or (
+        "What to predict: power (W), inter-token latency itl (ms) or time to first token ttft (ms)."
+    )
     if required:  # no default at all: click 8.5 takes an explicit None as a given value
         return click.option("--target", type=click.Choice(choices), required=True, help=help)
     default = EVERY_TARGET if every else TARGETS[0]
