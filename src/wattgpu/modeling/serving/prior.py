@@ -11,8 +11,8 @@ step costs are the prior's; the terms fitted on a fold's training rows are few:
 * per engine release line, its TTFT terms (``ttft_terms``): a prefill efficiency on the prompt
   tokens' tensor work and a per-request overhead added to every TTFT, fitted jointly inside the
   simulation with that host time, on at most ``TERM_ROWS`` of the line's training TTFT rows (a
-  line with fewer than ``ttft_terms.MIN_TERM_ROWS`` takes the terms of all of them); its rows are
-  then simulated at their line's efficiency;
+  line with fewer than ``ttft_terms.MIN_TERM_ROWS`` runs the prior's own prefill and pays the
+  median line's overhead); its rows are then simulated at their line's efficiency;
 * per engine release line, a scale on the simulated ITL of that simulation (the median ratio of
   measured to simulated over the line's training rows; a line with fewer than ``MIN_LINE_ROWS``
   rows takes the scale of all of them);
