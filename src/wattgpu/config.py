@@ -36,6 +36,7 @@ DEFAULT_HOME = Path("~/.wattgpu")
 RECIPES = ("full", "fast")
 """How models are built (``modeling.learning.recipe``): full, as served, or fast, for tests."""
 DEFAULT_RECIPE = "full"
+"""The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
 # What a recipe's targets are relative to (``modeling.serving.prior``): the closed-form serving
 # regimes or each row's serving loop simulated.
 PRIORS = ("closed-form", "simulated")
@@ -75,7 +76,6 @@ def target_prior(target: str, prior: str | None = None) -> str:
     return asked.get(target, TARGET_PRIORS.get(target, CLOSED_FORM))
 
 
-"""The recipe unless ``--recipe`` or ``WATTGPU_RECIPE`` says."""
 MLFLOW_JOB_RUNNERS = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 """MLflow's switch of the job runners its tracking server starts (five processes in 3.17), which
 WattGPU never uses: ``wattgpu ui`` turns them off unless the variable is set."""

@@ -303,11 +303,8 @@ def recipe_of(target: str, name: str = DEFAULT_RECIPE, prior: str | None = None)
         ConfigError: an unknown target, recipe name or prior.
 
     """
-    # imported here: the simulation's tables are read by what trains or answers on it only
-    from wattgpu.modeling.serving.prior import check_prior
-
     check_target(target)
-    prior = check_prior(target_prior(target, prior))
+    prior = target_prior(target, prior)
     if name not in _SETTINGS:
         raise ConfigError(f"recipe must be one of {', '.join(RECIPES)}; got {name!r}")
     settings = dict(_SETTINGS[name])

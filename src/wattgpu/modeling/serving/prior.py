@@ -44,8 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattgpu.config import CLOSED_FORM, PRIORS, target_prior
-from wattgpu.errors import ConfigError
+from wattgpu.config import CLOSED_FORM, target_prior
 from wattgpu.modeling.physical.columns import values
 from wattgpu.modeling.physical.features import columns_of, itl_statistic
 from wattgpu.modeling.physical.operations import Rows, length
@@ -124,13 +123,6 @@ def ttft_terms_of(
     chosen = [ttft.get(str(line), pooled) for line in lines]
     terms = np.array(chosen, dtype=float).reshape(len(chosen), 2)
     return terms[:, 0], terms[:, 1]
-
-
-def check_prior(prior: str) -> str:
-    """``prior`` if it is one of ``PRIORS``, else ``ConfigError`` naming them."""
-    if prior not in PRIORS:
-        raise ConfigError(f"prior must be one of {', '.join(PRIORS)}; got {prior!r}")
-    return prior
 
 
 def simulated_itl(rows: Rows, sim: pd.DataFrame) -> np.ndarray:
@@ -368,7 +360,7 @@ def refit_for(
 
     ``closed-form``: ``physical.prior.refit_prior``; ``simulated``: ``refit_simulated_prior``.
     """
-    if check_prior(target_prior(target, prior)) == CLOSED_FORM:
+    if target_prior(target, prior) == CLOSED_FORM:
         return refit_prior_for(target)
     return partial(refit_simulated_prior, target=target)
 
